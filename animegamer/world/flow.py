@@ -1,0 +1,104 @@
+"""Motion level from pixels: DIS optical flow of the character, quantised to 5 levels.
+
+As the paper: optical flow between consecutive frames, background filtered out with a
+threshold of 0.2, the remaining magnitudes averaged, and the mean quantised to levels 1..5
+by thresholds fitted once to the data (data/motion_levels.json). Works on any RGB video:
+nothing here reads the renderer's parameters.
+
+Two choices the paper leaves open, made explicit here:
+- The camera may pan or follow the character. We subtract the median flow of each frame pair
+  (the dominant, background motion), so motion is measured relative to the background: a
+  followed runner counts as moving and a pan over an empty place counts as still. (A still
+  character under a pan moves relative to the background too; pixels cannot tell that from
+  a followed walker, which is why the world pans slowly.)
+- Flow is computed at a fixed analysis height (96 px) so thresholds do not depend on the
+  rendering size; magnitudes are in pixels per frame at that height.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+ANALYSIS_HEIGHT = 96
+BACKGROUND_THRESHOLD = 0.2  # px/frame at the analysis height: slower pixels are background
+LEVELS_PATH = Path(__file__).parent / "data" / "motion_levels.json"
+N_LEVELS = 5
+
+# FAST instead of MEDIUM: 2.5x quicker on 96x144 (~20 ms a shot vs ~52), equally monotone in
+# measured speed on synthetic motion, and the render target is 20 shots/s on 2 cores.
+DIS_PRESET = cv2.DISOPTICAL_FLOW_PRESET_FAST
+_DIS = None
+
+
+def _dis() -> cv2.DISOpticalFlow:
+    global _DIS
+    if _DIS is None:  # one per process: creation is not free and the object is reusable
+        _DIS = cv2.DISOpticalFlow_create(DIS_PRESET)
+    return _DIS
+
+
+def _gray(frame: np.ndarray) -> np.ndarray:
+    h, w = frame.shape[:2]
+    g = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
+    if h != ANALYSIS_HEIGHT:
+        g = cv2.resize(g, (round(w * ANALYSIS_HEIGHT / h), ANALYSIS_HEIGHT), interpolation=cv2.INTER_AREA)
+    return g
+
+
+def flow_magnitude(frames: np.ndarray) -> float:
+    """Mean character flow magnitude of a clip (T, H, W, 3) uint8 RGB, in px/frame."""
+    if frames.ndim != 4 or frames.shape[-1] != 3 or frames.shape[0] < 2:
+        raise ValueError(f"expected frames of shape (T>=2, H, W, 3), got {frames.shape}")
+    dis = _dis()
+    grays = [_gray(f) for f in frames]
+    per_pair = []
+    for a, b in zip(grays[:-1], grays[1:]):
+        flow = dis.calc(a, b, None)  # (h, w, 2)
+        flow = flow - np.median(flow.reshape(-1, 2), axis=0)  # remove camera / background motion
+        mag = np.sqrt((flow**2).sum(-1))
+        moving = mag[mag > BACKGROUND_THRESHOLD]
+        per_pair.append(float(moving.mean()) if moving.size else 0.0)
+    return float(np.mean(per_pair))
+
+
+@dataclass(frozen=True)
+class MotionQuantizer:
+    """Maps a flow magnitude to a motion level 1..5 with 4 increasing thresholds."""
+
+    thresholds: tuple[float, float, float, float]
+
+    def __post_init__(self) -> None:
+        t = self.thresholds
+        if len(t) != N_LEVELS - 1 or any(b <= a for a, b in zip(t[:-1], t[1:])):
+            raise ValueError(f"need {N_LEVELS - 1} strictly increasing thresholds, got {t}")
+
+    def level(self, magnitude: float) -> int:
+        return 1 + int(np.searchsorted(np.asarray(self.thresholds), magnitude, side="right"))
+
+    @classmethod
+    def fit(cls, magnitudes: np.ndarray) -> "MotionQuantizer":
+        """Quantile thresholds: each level holds about a fifth of the data."""
+        q = np.quantile(np.asarray(magnitudes, dtype=np.float64), [0.2, 0.4, 0.6, 0.8])
+        return cls(tuple(float(x) for x in q))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike | None = None) -> "MotionQuantizer":
+        path = Path(path or LEVELS_PATH)
+        if not path.exists():
+            raise FileNotFoundError(f"no motion-level thresholds at {path}: run `animegamer world fit-levels`")
+        return cls(tuple(json.loads(path.read_text())["thresholds"]))
+
+    def save(self, path: str | os.PathLike | None = None, **provenance: object) -> None:
+        path = Path(path or LEVELS_PATH)
+        payload = {"thresholds": list(self.thresholds), "analysis_height": ANALYSIS_HEIGHT,
+                   "background_threshold": BACKGROUND_THRESHOLD, **provenance}
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(payload, f, indent=2)
+        os.replace(tmp, path)

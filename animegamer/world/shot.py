@@ -1,0 +1,162 @@
+"""Renders planned turns into pixels: place + props + characters + camera, 17 frames a shot.
+
+Frames are drawn at SUPERSAMPLE x the output size and downsampled with area averaging, which
+gives clean anti-aliased outlines at 96x144. A place scene (its pre-rendered parallax layers)
+is kept while the session stays in the place, so the same props are drawn in the same spots.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import cv2
+import numpy as np
+
+from animegamer.world.cast import load_cast
+from animegamer.world.character_art import draw_character
+from animegamer.world.instructions import motion_text
+from animegamer.world.motion_catalog import load_motions
+from animegamer.world.motions import ActorFrame, animate, animate_pair
+from animegamer.world.place_art import PlaceScene, describe_props, load_places
+from animegamer.world.sessions import SessionPlan, TurnPlan, plan_session
+
+SUPERSAMPLE = 2
+CHARACTER_SCALE = 0.40  # pixel height of a height-1.0 character, as a fraction of the frame height
+WORLD_WIDTH_FACTOR = 4.0  # a place is this many views wide: room for a run to the far side
+EDGE = 0.04  # characters stay this far (world units) from the ends of a place
+PAN_SPEED = 0.03  # camera units per second for a pan
+
+
+@dataclass
+class Shot:
+    frames: np.ndarray  # (T, H, W, 3) uint8 RGB
+    row: dict  # the annotations of the turn (see turn_row)
+
+
+def _camera_path(scene: PlaceScene, camera: str, x_track: np.ndarray, fps: float, pan_dir: int) -> np.ndarray:
+    """Camera position (0..1) per frame; `follow` keeps the protagonist where it starts on screen."""
+    n = len(x_track)
+    w = scene.width
+    # Screen x is linear in (world x, camera x): solve for the camera that puts x_track[0] near
+    # the centre (slightly behind, so a runner has room ahead).
+    s0 = scene.to_screen_x(x_track[0], 0.0)
+    ds_dcam = scene.to_screen_x(x_track[0], 1.0) - s0
+    ds_dx = scene.to_screen_x(1.0, 0.0) - scene.to_screen_x(0.0, 0.0)
+    if camera == "follow":
+        target = w * (0.5 - 0.15 * np.sign(x_track[-1] - x_track[0]))
+    else:
+        target = w * 0.5
+    cam0 = float(np.clip((target - s0) / ds_dcam, 0.0, 1.0))
+    if camera == "follow":
+        cams = cam0 - (x_track - x_track[0]) * ds_dx / ds_dcam
+    elif camera == "pan":
+        cams = cam0 + pan_dir * PAN_SPEED * np.arange(n) / fps
+    else:
+        cams = np.full(n, cam0)
+    return np.clip(cams, 0.0, 1.0)
+
+
+def _tracks(frames: list[ActorFrame], x0: float, scale_px: float, px_per_world: float) -> tuple[np.ndarray, np.ndarray]:
+    """World x and pixel lift per frame from the animation's dx, dy (character heights)."""
+    dx = np.array([f.dx for f in frames]) * scale_px / px_per_world
+    dy = np.array([f.dy for f in frames]) * scale_px
+    return x0 + dx, dy
+
+
+def render_turn(turn: TurnPlan, scene: PlaceScene, cast: dict, n_frames: int, fps: float,
+                height: int, width: int, phase: float) -> tuple[np.ndarray, list[float], list[int]]:
+    """Render one shot; returns frames and each actor's end position and facing."""
+    motions, _ = load_motions()
+    motion = motions[turn.action.verb]
+    scale_px = CHARACTER_SCALE * scene.height
+    px_per_world = abs(scene.to_screen_x(1.0, 0.0) - scene.to_screen_x(0.0, 0.0))
+    lead = turn.actors[0]
+    x0 = lead.x
+    if motion.pair:
+        frames_a, frames_b = animate_pair(turn.action.verb, n_frames, fps, turn.speed, turn.amplitude)
+        tracks = [frames_a, frames_b]
+    else:
+        tracks = [animate(turn.action.verb, n_frames, fps, turn.speed, turn.amplitude, phase=phase)]
+    facing = lead.facing
+    # Keep travel inside the place: head for the side with room (unless the plan says otherwise).
+    reach = max(abs(f.dx) for f in tracks[0]) * scale_px / px_per_world
+    if reach > 0:
+        facing = 1 if x0 < 0.5 else -1
+        if turn.flip and (x0 - reach > EDGE if facing == 1 else x0 + reach < 1 - EDGE):
+            facing = -facing
+    xs, dys, facings = [], [], []
+    for k, fr in enumerate(tracks):
+        f_dir = facing if k == 0 else -facing
+        # Animation dx is along the facing direction of the lead; the partner's dx is placed
+        # relative to the lead, in the same direction.
+        frames_dx = [ActorFrame(pose=a.pose, dx=a.dx * facing, dy=a.dy) for a in fr] if hasattr(ActorFrame, "__dataclass_fields__") else fr
+        x, dy = _tracks(frames_dx, x0, scale_px, px_per_world)
+        xs.append(np.clip(x, EDGE, 1 - EDGE))
+        dys.append(dy)
+        facings.append(f_dir)
+    cams = _camera_path(scene, turn.camera, xs[0], fps, pan_dir=1 if x0 < 0.5 else -1)
+    out = np.empty((n_frames, height, width, 3), np.uint8)
+    for t in range(n_frames):
+        canvas = scene.render(float(cams[t]))
+        for k, actor in enumerate(turn.actors):
+            pose = tracks[k][t].pose
+            if pose.facing != facings[k]:
+                pose = pose.mirrored()
+            sx = scene.to_screen_x(float(xs[k][t]), float(cams[t]))
+            draw_character(canvas, cast[actor.name], actor.look, pose, sx, scene.ground_y - dys[k][t],
+                           scale_px * cast[actor.name].height / max(c.height for c in cast.values()) * 1.0
+                           if False else scale_px, water_y=scene.water_y)
+        scene.render_foreground(canvas, float(cams[t]))
+        out[t] = cv2.resize(canvas, (width, height), interpolation=cv2.INTER_AREA)
+    return out, [float(x[-1]) for x in xs], facings
+
+
+def caption(turn: TurnPlan) -> str:
+    """What the first frame shows, in words: the CLIP tower's training text."""
+    motions, _ = load_motions()
+    a = turn.action
+    who = " and ".join(a.characters)
+    verb = motions[a.verb].ing
+    props = ", ".join(describe_props(turn.props))
+    return f"{who} {(a.adverb + ' ') if a.adverb else ''}{verb}, {a.time} {a.place}" + (f", {props}" if props else "")
+
+
+def turn_row(plan: SessionPlan, turn: TurnPlan) -> dict:
+    a = turn.action
+    return {
+        "session": plan.index, "turn": turn.turn, "split": plan.split, "seed": plan.seed,
+        "instruction": turn.instruction, "template_id": turn.template_id,
+        "characters": list(a.characters), "motion": a.verb, "adverb": a.adverb, "motion_text": motion_text(a),
+        "place": a.place, "time": a.time, "props": describe_props(turn.props),
+        "place_changed": turn.place_changed, "time_changed": turn.time_changed, "camera": turn.camera,
+        "looks": {act.name: act.look.variant for act in turn.actors},
+        "deltas": turn.deltas, "states_before": turn.states_before, "states_after": turn.states_after,
+        "caption": caption(turn),
+    }
+
+
+def render_session(seed: int, index: int, n_turns: int, height: int = 96, width: int = 144,
+                   n_frames: int = 17, fps: int = 8) -> Iterator[Shot]:
+    """Plan and render session `index` turn by turn (positions carry over between turns)."""
+    plan = plan_session(seed, index, n_turns)
+    cast = load_cast()
+    places = load_places()
+    scene: PlaceScene | None = None
+    scene_key = None
+    x_prev, facing_prev = 0.5, 1
+    for turn in plan.turns:
+        key = (turn.action.place, turn.action.time, tuple(map(repr, turn.props)))
+        if key != scene_key:
+            scene = PlaceScene(places[turn.action.place], turn.action.time, turn.props,
+                               height * SUPERSAMPLE, width * SUPERSAMPLE,
+                               world_width_factor=WORLD_WIDTH_FACTOR, seed=seed * 100003 + index)
+            scene_key = key
+        if turn.actors[0].x is None:
+            turn.actors[0].x = x_prev
+            turn.actors[0].facing = facing_prev
+        for a in turn.actors[1:]:
+            a.x = turn.actors[0].x
+        frames, ends, facings = render_turn(turn, scene, cast, n_frames, fps, height, width,
+                                            phase=(index * 7 + turn.turn) % 10 / 10)
+        x_prev, facing_prev = ends[0], facings[0]
+        yield Shot(frames=frames, row=turn_row(plan, turn))
