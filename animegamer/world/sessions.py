@@ -174,7 +174,7 @@ def plan_session(seed: int, index: int, n_turns: int, split: str | None = None) 
         action = Action(characters=characters, verb=verb, adverb=adverb, place=place, time=time)
         text, template_id = render_instruction(
             action, rng, split=template_split, place_changed=place_changed, time_changed=time_changed,
-            pronoun=cast[protagonist].pronoun,
+            pronoun=tuple(cast[c].pronoun for c in characters),
         )
         deltas = rules.action_deltas(motion, adverbs[adverb]).as_dict()
         after = rules.apply_deltas(states, deltas)

@@ -16,12 +16,12 @@ from animegamer.world.cast import load_cast
 from animegamer.world.character_art import draw_character
 from animegamer.world.instructions import motion_text
 from animegamer.world.motion_catalog import load_motions
-from animegamer.world.motions import ActorFrame, animate, animate_pair
+from animegamer.world.motions import ActorFrame, animate, animate_pair, mirror
 from animegamer.world.place_art import PlaceScene, describe_props, load_places
 from animegamer.world.sessions import SessionPlan, TurnPlan, plan_session
 
 SUPERSAMPLE = 2
-CHARACTER_SCALE = 0.40  # pixel height of a height-1.0 character, as a fraction of the frame height
+CHARACTER_SCALE = 0.46  # pixel height of a height-1.0 character, as a fraction of the frame height
 WORLD_WIDTH_FACTOR = 4.0  # a place is this many views wide: room for a run to the far side
 EDGE = 0.04  # characters stay this far (world units) from the ends of a place
 PAN_SPEED = 0.03  # camera units per second for a pan
@@ -63,52 +63,73 @@ def _tracks(frames: list[ActorFrame], x0: float, scale_px: float, px_per_world: 
     return x0 + dx, dy
 
 
+def _box(x: float, ground_y: float, h: float, shape: tuple[int, ...]) -> tuple[slice, slice]:
+    """A generous box around a character standing at (x, ground_y), `h` pixels tall."""
+    y0, y1 = int(max(0, ground_y - 1.6 * h)), int(min(shape[0], ground_y + 0.3 * h))
+    x0, x1 = int(max(0, x - 1.0 * h)), int(min(shape[1], x + 1.0 * h))
+    return slice(y0, max(y0, y1)), slice(x0, max(x0, x1))
+
+
+def _character_light(scene: PlaceScene, time: str) -> tuple[np.ndarray, np.ndarray] | None:
+    tints = scene.place.time_tints
+    if time not in tints:
+        return None
+    mul, add = (np.asarray(v, np.float32) for v in tints[time])
+    return 0.5 + 0.5 * mul, 0.5 * add
+
+
 def render_turn(turn: TurnPlan, scene: PlaceScene, cast: dict, n_frames: int, fps: float,
                 height: int, width: int, phase: float) -> tuple[np.ndarray, list[float], list[int]]:
-    """Render one shot; returns frames and each actor's end position and facing."""
+    """Render one shot; returns frames and each actor's end position and facing.
+
+    Animations face right with dx > 0 to the right (motions.py); a left-facing shot mirrors
+    every track, which also mirrors where the partner of a pair action stands.
+    """
     motions, _ = load_motions()
     motion = motions[turn.action.verb]
     scale_px = CHARACTER_SCALE * scene.height
     px_per_world = abs(scene.to_screen_x(1.0, 0.0) - scene.to_screen_x(0.0, 0.0))
     lead = turn.actors[0]
-    x0 = lead.x
+    x0 = float(lead.x)
     if motion.pair:
-        frames_a, frames_b = animate_pair(turn.action.verb, n_frames, fps, turn.speed, turn.amplitude)
-        tracks = [frames_a, frames_b]
+        tracks = list(animate_pair(turn.action.verb, n_frames, fps, turn.speed, turn.amplitude, phase=phase))
     else:
         tracks = [animate(turn.action.verb, n_frames, fps, turn.speed, turn.amplitude, phase=phase)]
     facing = lead.facing
-    # Keep travel inside the place: head for the side with room (unless the plan says otherwise).
-    reach = max(abs(f.dx) for f in tracks[0]) * scale_px / px_per_world
-    if reach > 0:
+    # Travelling actions head for the side of the place with room (unless the plan flips it
+    # and there is room that way too).
+    reach = max(abs(f.dx) for track in tracks for f in track) * scale_px / px_per_world
+    if motion.travel > 0 or reach > 0.02:
         facing = 1 if x0 < 0.5 else -1
         if turn.flip and (x0 - reach > EDGE if facing == 1 else x0 + reach < 1 - EDGE):
             facing = -facing
-    xs, dys, facings = [], [], []
-    for k, fr in enumerate(tracks):
-        f_dir = facing if k == 0 else -facing
-        # Animation dx is along the facing direction of the lead; the partner's dx is placed
-        # relative to the lead, in the same direction.
-        frames_dx = [ActorFrame(pose=a.pose, dx=a.dx * facing, dy=a.dy) for a in fr] if hasattr(ActorFrame, "__dataclass_fields__") else fr
-        x, dy = _tracks(frames_dx, x0, scale_px, px_per_world)
+    if facing == -1:
+        tracks = [mirror(t) for t in tracks]
+    xs, dys = [], []
+    for track in tracks:
+        x, dy = _tracks(track, x0, scale_px, px_per_world)
         xs.append(np.clip(x, EDGE, 1 - EDGE))
         dys.append(dy)
-        facings.append(f_dir)
     cams = _camera_path(scene, turn.camera, xs[0], fps, pan_dir=1 if x0 < 0.5 else -1)
     out = np.empty((n_frames, height, width, 3), np.uint8)
+    light = _character_light(scene, turn.action.time)
     for t in range(n_frames):
         canvas = scene.render(float(cams[t]))
         for k, actor in enumerate(turn.actors):
-            pose = tracks[k][t].pose
-            if pose.facing != facings[k]:
-                pose = pose.mirrored()
             sx = scene.to_screen_x(float(xs[k][t]), float(cams[t]))
-            draw_character(canvas, cast[actor.name], actor.look, pose, sx, scene.ground_y - dys[k][t],
-                           scale_px * cast[actor.name].height / max(c.height for c in cast.values()) * 1.0
-                           if False else scale_px, water_y=scene.water_y)
+            gy = scene.ground_y - dys[k][t]
+            # Only the box around the character can change: compare there, not the whole frame.
+            box = _box(sx, gy, scale_px * cast[actor.name].height, canvas.shape) if light is not None else None
+            before = canvas[box].copy() if box is not None else None
+            draw_character(canvas, cast[actor.name], actor.look, tracks[k][t].pose, sx, gy, scale_px,
+                           water_y=scene.water_y)
+            if box is not None:  # characters take the scene's light, half as strongly as the scenery
+                region = canvas[box]
+                drawn = (region != before).any(axis=-1)
+                region[drawn] = np.clip(region[drawn] * light[0] + light[1], 0, 255).astype(np.uint8)
         scene.render_foreground(canvas, float(cams[t]))
         out[t] = cv2.resize(canvas, (width, height), interpolation=cv2.INTER_AREA)
-    return out, [float(x[-1]) for x in xs], facings
+    return out, [float(x[-1]) for x in xs], [facing, -facing][: len(tracks)]
 
 
 def caption(turn: TurnPlan) -> str:
