@@ -6,11 +6,13 @@ by thresholds fitted once to the data (data/motion_levels.json). Works on any RG
 nothing here reads the renderer's parameters.
 
 Two choices the paper leaves open, made explicit here:
-- The camera may pan or follow the character. We subtract the median flow of each frame pair
-  (the dominant, background motion), so motion is measured relative to the background: a
-  followed runner counts as moving and a pan over an empty place counts as still. (A still
-  character under a pan moves relative to the background too; pixels cannot tell that from
-  a followed walker, which is why the world pans slowly.)
+- The camera may pan or follow the character. We subtract, row by row, the median flow of the
+  row (the background's motion at that depth: parallax layers of a pan are horizontal bands
+  moving at different speeds), so motion is measured relative to the background: a followed
+  runner counts as moving and a pan over an empty place counts as still. (A still character
+  under a pan moves relative to the background too; pixels cannot tell that from a followed
+  walker, which is why the world pans slowly.) One global median is not enough: with
+  parallax, every layer but one would count as moving.
 - Flow is computed at a fixed analysis height (96 px) so thresholds do not depend on the
   rendering size; magnitudes are in pixels per frame at that height.
 """
@@ -60,7 +62,7 @@ def flow_magnitude(frames: np.ndarray) -> float:
     per_pair = []
     for a, b in zip(grays[:-1], grays[1:]):
         flow = dis.calc(a, b, None)  # (h, w, 2)
-        flow = flow - np.median(flow.reshape(-1, 2), axis=0)  # remove camera / background motion
+        flow = flow - np.median(flow, axis=1, keepdims=True)  # remove camera / background motion, per row
         mag = np.sqrt((flow**2).sum(-1))
         moving = mag[mag > BACKGROUND_THRESHOLD]
         per_pair.append(float(moving.mean()) if moving.size else 0.0)
