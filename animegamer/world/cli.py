@@ -57,6 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = wsub.add_parser("fit-levels", help="fit the 5 motion-level thresholds to a dataset's flow")
     p.add_argument("--data", required=True)
     p.add_argument("--save", action="store_true", help="store them as the packaged thresholds")
+    p.add_argument("--relabel", action="store_true",
+                   help="rewrite the dataset's motion_level labels with the packaged thresholds")
     p.set_defaults(func=_fit_levels)
 
     p = wsub.add_parser("bench", help="shots per second rendered and annotated (flow included)")
@@ -135,6 +137,10 @@ def _fit_levels(args: argparse.Namespace) -> int:
     if args.save:
         q.save(fitted_on=f"{len(mags)} shots of {args.data} (seed {world.meta['seed']})")
         print("saved as the packaged thresholds")
+    if args.relabel:
+        from animegamer.world.dataset import relabel_motion_levels
+        counts = relabel_motion_levels(args.data, MotionQuantizer.load())
+        print(f"relabelled {args.data}: level counts {counts}")
     return 0
 
 
