@@ -5,6 +5,7 @@ crash leaves either the old file or the new one, never half of one.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -13,23 +14,48 @@ from typing import Any, Callable
 
 import numpy as np
 
+TMP_PREFIX = ".tmp-"
+_UMASK = os.umask(0)
+os.umask(_UMASK)
 
-def atomic_write(path: str | os.PathLike, write: Callable[[Any], None], mode: str = "wb") -> Path:
-    """Call write(fileobj) on a temp file beside `path`, fsync, then rename onto `path`."""
+
+def fsync_dir(path: str | os.PathLike) -> None:
+    """Make a rename in `path` durable (best effort: not every platform supports it)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(str(path), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def atomic_write_path(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
+    """Call write(tmp_path) for a temp file beside `path` (same suffix, so tools that pick a
+    format from the name still work), fsync, then rename it onto `path`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(prefix=f"{TMP_PREFIX}{path.stem}.", suffix=path.suffix, dir=str(path.parent))
+    os.close(fd)
     try:
-        with os.fdopen(fd, mode) as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; our files are read like any other
+        write(tmp)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    fsync_dir(path.parent)
     return path
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[Any], None], mode: str = "wb") -> Path:
+    """Call write(fileobj) on a temp file beside `path`, then rename it onto `path`."""
+    def write_file(tmp: str) -> None:
+        with open(tmp, mode) as f:
+            write(f)
+    return atomic_write_path(path, write_file)
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> Path:
