@@ -1,0 +1,231 @@
+"""Decode-speed benchmark and the steps x guidance quality/speed sweep of the shot decoder.
+
+    python -m animegamer.models.benchmark_decoder                      # default size, random weights
+    python -m animegamer.models.benchmark_decoder --decoder DIR --steps 4 6 8 --guidance 1 3 --autocast both
+    python -m animegamer.models.benchmark_decoder --train --batch-size 8 --n 3    # training step cost
+    python -m animegamer.models.benchmark_decoder --decoder DIR --data WORLD --clip CLIP \
+        --steps 2 4 6 8 --guidance 1 2 3 5 --shots 32                              # quality sweep
+
+Timing does not depend on the weights, so the random-init default config gives the numbers of
+the trained one. ``sweep`` measures the quality side on real held-out shots (true s_a in, true
+frames to compare against) so the shipped steps / guidance are a measured trade-off.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import time
+from typing import Callable
+
+import numpy as np
+import torch
+
+from animegamer.models.shot_decoder import ShotDecoder, frames_to_uint8
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+@torch.no_grad()
+def bench_decode(
+    decoder: ShotDecoder,
+    steps: int | None = None,
+    guidance: float | None = None,
+    n: int = 5,
+    autocast: bool | None = None,
+    warmup: int = 1,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Median seconds per shot (batch 1) for sampling, autoencoder decode and total; peak RSS (MB)."""
+    cfg = decoder.config
+    steps = steps or decoder.diffusion.steps
+    guidance = decoder.diffusion.guidance if guidance is None else guidance
+    g = torch.Generator().manual_seed(seed)
+    s_a = torch.randn(1, cfg.n_tokens, cfg.d_cond, generator=g)
+    t_sample, t_decode, t_total = [], [], []
+    for i in range(warmup + n):
+        t0 = time.perf_counter()
+        lat = decoder.sample_latents(s_a, 3, g, steps=steps, guidance=guidance, autocast=autocast)
+        t1 = time.perf_counter()
+        frames_to_uint8(decoder.decode_latents(lat, autocast=autocast))
+        t2 = time.perf_counter()
+        if i >= warmup:
+            t_sample.append(t1 - t0)
+            t_decode.append(t2 - t1)
+            t_total.append(t2 - t0)
+    return {
+        "steps": steps,
+        "guidance": guidance,
+        "autocast_bf16": bool(decoder.diffusion.autocast if autocast is None else autocast),
+        "threads": torch.get_num_threads(),
+        "sample_s": statistics.median(t_sample),
+        "decode_s": statistics.median(t_decode),
+        "total_s": statistics.median(t_total),
+        "total_min_s": min(t_total),
+        "peak_rss_mb": peak_rss_mb(),
+    }
+
+
+def bench_train_step(
+    preset: str = "default", batch_size: int = 8, bf16: bool = False, n: int = 3, warmup_stage: bool = False,
+    n_visual: int = 54,
+) -> dict[str, float]:
+    """Median seconds of one decoder training step (forward + backward + AdamW) on random data."""
+    from animegamer.models.decoder import DecoderNet, decoder_preset
+    from animegamer.models.diffusion import DecoderBatch, Denoiser
+
+    cfg = decoder_preset(preset, n_visual=n_visual, adaln_zero_init=False)
+    torch.manual_seed(0)
+    den = Denoiser(DecoderNet(cfg)).train()
+    den.net.set_warmup(warmup_stage)
+    opt = torch.optim.AdamW([p for p in den.parameters() if p.requires_grad], lr=1e-4)
+    batch = DecoderBatch(torch.randn(batch_size, *cfg.latent_shape),
+                         torch.randn(batch_size, cfg.n_text, cfg.d_text_in),
+                         torch.randn(batch_size, cfg.n_visual, cfg.d_visual_in),
+                         torch.randint(1, 6, (batch_size,)))
+    times = []
+    for i in range(n + 1):
+        t0 = time.perf_counter()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss, _ = den(batch)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if i:  # the first step allocates
+            times.append(time.perf_counter() - t0)
+    return {"preset": preset, "batch_size": batch_size, "bf16": bf16, "warmup_stage": warmup_stage,
+            "step_s": statistics.median(times), "threads": torch.get_num_threads(), "peak_rss_mb": peak_rss_mb()}
+
+
+def psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
+    return float(10 * np.log10(255.0**2 / max(mse, 1e-10)))
+
+
+@torch.no_grad()
+def sweep(
+    decoder: ShotDecoder,
+    s_a: torch.Tensor,
+    motion_levels: torch.Tensor,
+    true_frames: np.ndarray,
+    steps_grid: list[int],
+    guidance_grid: list[float],
+    metrics: Callable[[np.ndarray, np.ndarray], dict[str, float]] | None = None,
+    seed: int = 0,
+    autocast: bool | None = None,
+) -> list[dict[str, float]]:
+    """Quality vs speed on held-out shots: s_a (B, N, D), levels (B,), true uint8 (B, T, H, W, 3).
+
+    Per (steps, guidance): seconds per shot, PSNR to the true shot, and whatever
+    ``metrics(pred, true) -> {name: value}`` computes (e.g. CLIP-I, motion-level accuracy).
+    """
+    rows = []
+    for steps in steps_grid:
+        for guidance in guidance_grid:
+            t0 = time.perf_counter()
+            pred = decoder(s_a, motion_levels, torch.Generator().manual_seed(seed), steps=steps,
+                           guidance=guidance, autocast=autocast)  # (B, T, H, W, 3)
+            dt = (time.perf_counter() - t0) / len(s_a)
+            row = {"steps": steps, "guidance": guidance, "s_per_shot": dt,
+                   "psnr": float(np.mean([psnr(p, t) for p, t in zip(pred, true_frames)]))}
+            if metrics is not None:
+                row.update(metrics(pred, true_frames))
+            rows.append(row)
+    return rows
+
+
+@torch.no_grad()
+def sweep_on_data(
+    decoder: ShotDecoder,
+    data: str,
+    clip: str,
+    n: int,
+    steps_grid: list[int],
+    guidance_grid: list[float],
+    split: str = "val",
+    text_encoder: str | None = None,
+    seed: int = 0,
+) -> list[dict[str, float]]:
+    """``sweep`` on n held-out world shots decoded from their TRUE s_a, scored by PSNR, in-domain
+    CLIP-I (vision tower embeddings of decoded vs true frames) and motion-level accuracy (DIS flow
+    of the decoded shot through the world's quantiser, compared with the true level)."""
+    from animegamer.models.action_encoder import ActionRepresentation
+    from animegamer.models.text_encoder import TextEncoder, TextEncoderConfig
+    from animegamer.models.vision_tower import CONFIG_NAME, VisionTower
+    from animegamer.phases.decoder import resolve_component
+    from animegamer.world.dataset import ShotDataset, collate_shots
+    from animegamer.world.flow import MotionQuantizer, flow_magnitude
+
+    tower = VisionTower.from_pretrained(resolve_component(clip, CONFIG_NAME, "vision_tower")).float().eval()
+    text = TextEncoder(TextEncoderConfig(path=text_encoder, n_text=decoder.config.n_text))
+    rep = ActionRepresentation(tower, text, decoder.net.action_encoder)
+    shots = ShotDataset(data, split, limit=n)
+    batch = collate_shots([shots[i] for i in range(len(shots))])
+    s_a = rep.encode_shots(batch.frames, batch.motion_text)  # (B, N, D)
+    true = frames_to_uint8(batch.frames)  # (B, T, H, W, 3)
+    quant = MotionQuantizer.load()
+
+    def to_pm1(x: np.ndarray) -> torch.Tensor:  # uint8 (M, H, W, 3) -> (M, 3, H, W) in [-1, 1]
+        return torch.from_numpy(x).permute(0, 3, 1, 2).float() / 127.5 - 1
+
+    e_true = tower.embed_images(to_pm1(true.reshape(-1, *true.shape[2:])))  # (B*T, E)
+
+    def metrics(pred: np.ndarray, _true: np.ndarray) -> dict[str, float]:
+        e_pred = tower.embed_images(to_pm1(pred.reshape(-1, *pred.shape[2:])))  # (B*T, E)
+        levels = [quant.level(flow_magnitude(p)) for p in pred]
+        return {"clip_i": float((e_pred * e_true).sum(-1).mean()),
+                "motion_acc": float(np.mean([lv == int(t) for lv, t in zip(levels, batch.motion_level)]))}
+
+    return sweep(decoder, s_a, batch.motion_level, true, steps_grid, guidance_grid, metrics, seed)
+
+
+def _random_decoder(preset: str) -> ShotDecoder:
+    from animegamer.models.autoencoder import ShotAutoencoder, autoencoder_config
+    from animegamer.models.decoder import DecoderNet, decoder_preset
+
+    ae = ShotAutoencoder(autoencoder_config(preset)).eval()
+    net = DecoderNet(decoder_preset(preset, latent_channels=ae.latent_channels, adaln_zero_init=False))
+    return ShotDecoder(net, ae)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--decoder", help="a ShotDecoder directory; default: random weights at --preset size")
+    p.add_argument("--preset", default="default")
+    p.add_argument("--steps", type=int, nargs="+", default=[4, 6, 8])
+    p.add_argument("--guidance", type=float, nargs="+", default=[3.0])
+    p.add_argument("--autocast", choices=["off", "on", "both"], default="both")
+    p.add_argument("--n", type=int, default=5)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--data", help="quality sweep: world dataset dir (needs --decoder and --clip)")
+    p.add_argument("--clip", help="quality sweep: vision tower (run dir, final/ or vision_tower/)")
+    p.add_argument("--shots", type=int, default=32, help="quality sweep: held-out shots")
+    p.add_argument("--train", action="store_true", help="time training steps (fp32 vs bf16) instead")
+    p.add_argument("--batch-size", type=int, default=8, help="--train: batch size")
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    if args.train:
+        for ac in {"off": [False], "on": [True], "both": [False, True]}[args.autocast]:
+            for warm in (False, True):
+                print(json.dumps(bench_train_step(args.preset, args.batch_size, ac, args.n, warm)), flush=True)
+        return 0
+    decoder = ShotDecoder.from_pretrained(args.decoder) if args.decoder else _random_decoder(args.preset)
+    if args.data:
+        if not (args.decoder and args.clip):
+            p.error("--data (quality sweep) needs --decoder and --clip")
+        for row in sweep_on_data(decoder, args.data, args.clip, args.shots, args.steps, args.guidance):
+            print(json.dumps(row), flush=True)
+        return 0
+    modes = {"off": [False], "on": [True], "both": [False, True]}[args.autocast]
+    for ac in modes:
+        for steps in args.steps:
+            for guidance in args.guidance:
+                print(json.dumps(bench_decode(decoder, steps, guidance, args.n, autocast=ac)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,234 @@
+"""The diffusion process around ``DecoderNet``: the training loss and the samplers.
+
+- ``Denoiser`` owns the loss: v-prediction (as CogVideoX and the paper) under a DDPM noise schedule
+  from diffusers, with 5% condition dropout to the null branch E_a(zeros) so the same network
+  serves classifier-free guidance. ``forward(batch) -> (loss, logs)`` for the generic loop.
+- ``sample`` is a plain function taking a ``torch.Generator``: a few-step DPM-Solver++ (diffusers'
+  ``DPMSolverMultistepScheduler``; ``sampler="ddim"`` for DDIM) with classifier-free guidance, the
+  conditional and unconditional branches batched in one forward, optionally dynamic CFG.
+
+The schedule defaults follow CogVideoX (scaled-linear betas 0.00085..0.012, 1000 steps,
+zero-terminal-SNR rescaling, "trailing" spacing) because zero terminal SNR + v-prediction +
+trailing timesteps is what makes few-step sampling start from pure noise correctly.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from diffusers import DDIMScheduler, DDPMScheduler, DPMSolverMultistepScheduler
+from torch import nn
+
+from animegamer.models.decoder import DecoderNet
+
+SAMPLERS = ("dpmpp", "ddim")
+
+
+@dataclass
+class DiffusionConfig:
+    num_train_timesteps: int = 1000
+    beta_schedule: str = "scaled_linear"
+    beta_start: float = 0.00085
+    beta_end: float = 0.012
+    rescale_betas_zero_snr: bool = True
+    cond_dropout: float = 0.05  # paper: 5% of samples train the unconditional (null) branch
+    # the autoencoder's latents are normalised to ~unit variance before diffusion: x = (z - shift) * scale
+    latent_shift: float = 0.0
+    latent_scale: float = 1.0
+    # sampling defaults (a measured speed / quality trade-off; see models/benchmark_decoder.py)
+    steps: int = 6
+    guidance: float = 3.0
+    dynamic_cfg: bool = False
+    sampler: str = "dpmpp"
+    autocast: bool = False  # bf16 autocast while sampling (CPU AMX / GPU); fp32 when False
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        if not 0.0 <= self.cond_dropout < 1.0:
+            raise ValueError(f"DiffusionConfig.cond_dropout must be in [0, 1), got {self.cond_dropout}")
+        if self.latent_scale <= 0:
+            raise ValueError(f"DiffusionConfig.latent_scale must be > 0, got {self.latent_scale}")
+        if self.steps < 1:
+            raise ValueError(f"DiffusionConfig.steps must be >= 1, got {self.steps}")
+        if self.guidance < 0:
+            raise ValueError(f"DiffusionConfig.guidance must be >= 0, got {self.guidance}")
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"DiffusionConfig.sampler must be one of {SAMPLERS}, got {self.sampler!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "DiffusionConfig":
+        unknown = set(d) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValueError(f"DiffusionConfig got unknown fields {sorted(unknown)}")
+        return cls(**d)
+
+    def schedule_kwargs(self) -> dict[str, Any]:
+        return dict(
+            num_train_timesteps=self.num_train_timesteps,
+            beta_schedule=self.beta_schedule,
+            beta_start=self.beta_start,
+            beta_end=self.beta_end,
+            rescale_betas_zero_snr=self.rescale_betas_zero_snr,
+            prediction_type="v_prediction",
+        )
+
+
+@dataclass
+class DecoderBatch:
+    """One training batch of the decoder, read from the precomputed cache (frozen encoders ran once)."""
+
+    latents: torch.Tensor  # (B, F, C', h, w) raw autoencoder latents of the shot
+    f_md: torch.Tensor  # (B, n_text, d_t) motion-description token states, padding zeroed
+    f_v: torch.Tensor  # (B, n_visual, d_v) vision-tower patch tokens of the FIRST frame
+    motion_level: torch.Tensor  # (B,) int64 in 1..5
+
+    def to(self, device: torch.device | str) -> "DecoderBatch":
+        return DecoderBatch(*(t.to(device) for t in (self.latents, self.f_md, self.f_v, self.motion_level)))
+
+    def __len__(self) -> int:
+        return self.latents.shape[0]
+
+
+def collate_decoder(items: list[dict[str, torch.Tensor]]) -> DecoderBatch:
+    return DecoderBatch(
+        latents=torch.stack([it["latents"] for it in items]),
+        f_md=torch.stack([it["f_md"] for it in items]),
+        f_v=torch.stack([it["f_v"] for it in items]),
+        motion_level=torch.stack([torch.as_tensor(it["motion_level"]).long() for it in items]),
+    )
+
+
+def v_target(x0: torch.Tensor, noise: torch.Tensor, alphas_cumprod_t: torch.Tensor) -> torch.Tensor:
+    """v = sqrt(a) * eps - sqrt(1 - a) * x0 (Salimans & Ho 2022), a = alpha_bar_t per sample (B,)."""
+    a = alphas_cumprod_t.reshape(-1, *([1] * (x0.dim() - 1))).to(x0.dtype)
+    return a.sqrt() * noise - (1 - a).sqrt() * x0
+
+
+class Denoiser(nn.Module):
+    """Owns the loss: ``forward(batch) -> (loss, logs)`` with v-prediction and condition dropout."""
+
+    def __init__(self, net: DecoderNet, config: DiffusionConfig | None = None) -> None:
+        super().__init__()
+        self.net = net
+        self.config = config or DiffusionConfig()
+        self.noise_schedule = DDPMScheduler(**self.config.schedule_kwargs())
+
+    def normalize(self, latents: torch.Tensor) -> torch.Tensor:
+        return (latents - self.config.latent_shift) * self.config.latent_scale
+
+    def denormalize(self, x: torch.Tensor) -> torch.Tensor:
+        return x / self.config.latent_scale + self.config.latent_shift
+
+    def condition(self, batch: DecoderBatch, dropout: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """s_a for the batch, with a ``dropout`` fraction of rows replaced by the null branch."""
+        ea = self.net.action_encoder
+        s_a = ea(batch.f_md, batch.f_v)  # (B, N, D)
+        drop = torch.rand(len(batch), device=s_a.device) < dropout  # (B,)
+        if dropout > 0 and bool(drop.any()):
+            s_a = torch.where(drop[:, None, None], ea.null(len(batch)), s_a)  # (B, N, D)
+        return s_a, drop
+
+    def forward(
+        self, batch: DecoderBatch, timesteps: torch.Tensor | None = None, noise: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        x0 = self.normalize(batch.latents.float())  # (B, F, C', h, w)
+        b = x0.shape[0]
+        if timesteps is None:
+            timesteps = torch.randint(0, self.config.num_train_timesteps, (b,), device=x0.device)  # (B,)
+        if noise is None:
+            noise = torch.randn_like(x0)  # (B, F, C', h, w)
+        acp = self.noise_schedule.alphas_cumprod.to(x0.device)[timesteps]  # (B,)
+        a = acp.reshape(b, 1, 1, 1, 1)
+        x_t = a.sqrt() * x0 + (1 - a).sqrt() * noise  # (B, F, C', h, w)
+        target = v_target(x0, noise, acp)  # (B, F, C', h, w)
+        s_a, drop = self.condition(batch, self.config.cond_dropout if self.training else 0.0)
+        pred = self.net(x_t, timesteps, s_a, batch.motion_level)  # (B, F, C', h, w)
+        loss = F.mse_loss(pred.float(), target.float())
+        logs = {"loss": float(loss.detach()), "cond_drop": float(drop.float().mean())}
+        return loss, logs
+
+
+def make_scheduler(config: DiffusionConfig, sampler: str | None = None):
+    sampler = sampler or config.sampler
+    kw = config.schedule_kwargs()
+    if sampler == "dpmpp":
+        return DPMSolverMultistepScheduler(
+            **kw, algorithm_type="dpmsolver++", solver_order=2, timestep_spacing="trailing",
+            final_sigmas_type="zero", lower_order_final=True,
+        )
+    if sampler == "ddim":
+        return DDIMScheduler(**kw, timestep_spacing="trailing", clip_sample=False, set_alpha_to_one=True)
+    raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
+
+
+def guidance_at(step: int, num_steps: int, guidance: float, dynamic: bool) -> float:
+    """CFG weight at sampler step ``step`` (0 = noisiest).
+
+    Dynamic CFG as CogVideoX: a cosine ramp (1 - cos(pi * p^5)) / 2 in the progress p, starting at
+    1 (no guidance, where structure forms from noise) and reaching ``guidance`` at the last step.
+    (diffusers' CogVideoX pipeline feeds the raw timestep into p; we use the step fraction.)
+    """
+    if not dynamic or num_steps <= 1:
+        return guidance
+    p = step / (num_steps - 1)
+    return 1.0 + (guidance - 1.0) * (1 - math.cos(math.pi * p**5.0)) / 2
+
+
+@torch.no_grad()
+def sample(
+    net: DecoderNet,
+    s_a: torch.Tensor,
+    motion_level: torch.Tensor | None,
+    generator: torch.Generator | None,
+    config: DiffusionConfig,
+    steps: int | None = None,
+    guidance: float | None = None,
+    dynamic_cfg: bool | None = None,
+    sampler: str | None = None,
+    autocast: bool = False,
+) -> torch.Tensor:
+    """Draw latents for s_a (B, N, D): returns RAW autoencoder latents (B, F, C', h, w).
+
+    guidance <= 1 skips the unconditional branch (one forward per step instead of a batch of 2).
+    The initial noise is drawn on the CPU from ``generator`` so results match across devices.
+    """
+    steps = steps or config.steps
+    guidance = config.guidance if guidance is None else guidance
+    dynamic_cfg = config.dynamic_cfg if dynamic_cfg is None else dynamic_cfg
+    device = s_a.device
+    b = s_a.shape[0]
+    sched = make_scheduler(config, sampler)
+    sched.set_timesteps(steps)
+    x = torch.randn((b, *net.config.latent_shape), generator=generator, dtype=torch.float32)
+    x = (x * sched.init_noise_sigma).to(device)  # (B, F, C', h, w)
+    use_cfg = guidance > 1.0 or dynamic_cfg
+    if motion_level is not None:
+        motion_level = torch.as_tensor(motion_level, device=device).reshape(-1).expand(b)  # (B,)
+    cond = s_a
+    # The motion level enters BOTH branches (it is part of the timestep embedding, not of s_a):
+    # guidance extrapolates s_a only, the null branch is E_a(zeros) as in the paper.
+    if use_cfg:
+        cond = torch.cat([s_a, net.action_encoder.null(b).to(s_a)])  # (2B, N, D)
+        if motion_level is not None:
+            motion_level = torch.cat([motion_level, motion_level])  # (2B,)
+    for i, t in enumerate(sched.timesteps):
+        x_in = sched.scale_model_input(x, t)  # (B, F, C', h, w)
+        if use_cfg:
+            x_in = torch.cat([x_in, x_in])  # (2B, F, C', h, w)
+        ts = t.reshape(1).expand(x_in.shape[0]).to(device)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
+            v = net(x_in, ts, cond, motion_level).float()  # (B or 2B, F, C', h, w)
+        if use_cfg:
+            v_c, v_u = v.chunk(2)
+            w = guidance_at(i, steps, guidance, dynamic_cfg)
+            v = v_u + w * (v_c - v_u)  # (B, F, C', h, w)
+        x = sched.step(v, t, x).prev_sample
+    return x / config.latent_scale + config.latent_shift  # (B, F, C', h, w)

@@ -1,0 +1,383 @@
+"""Train the animation-shot decoder (E_a + CogVideoX transformer, v-prediction), phase a.
+
+    animegamer train decoder --preset default --data DIR --clip runs/clip --vae runs/vae \\
+        --out runs/decoder [--resume] [--warmup-stage-steps N] [--steps N ...]
+
+1. Cache. The frozen encoders run ONCE per shot: autoencoder latents of the 17 frames, vision
+   tower patch tokens f_v of the FIRST frame (``--random-frame``: a random frame, the paper's
+   ablation) and MiniLM token states f_md of the motion text. They go to ``OUT/cache/`` in parts
+   of 256 shots (safetensors, fp16), so an interrupted cache build resumes where it stopped.
+2. Warm-up stage (paper): the transformer is frozen; E_a, the motion-level (ofs) MLP and the
+   condition projection learn (``OUT/warmup/``, ``--warmup-stage-steps``, ``--warmup-stage-lr``).
+3. Joint stage: everything trains (``OUT/joint/``, ``--steps``, ``--lr`` ...), starting from the
+   warm-up weights. Both stages use the generic loop (EMA, exact resume, log.jsonl, loss.png).
+   ``--resume`` continues whichever stage was interrupted.
+
+Note: ``--warmup-steps`` is the LEARNING-RATE warm-up of each stage (shared flag of every phase);
+the paper's warm-up STAGE length is ``--warmup-stage-steps``.
+
+Output: ``OUT/joint/final/shot_decoder/`` is the ShotDecoder pipeline (EMA weights, fp32;
+``ShotDecoder.from_pretrained``), ``OUT/joint/final/metrics.json`` holds the held-out v-loss with
+and without the true condition, decode timings and peak memory, and ``OUT/samples/`` a few
+held-out shots decoded from their TRUE s_a next to the ground truth (MP4 + GIF).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+CACHE_FORMAT = "animegamer-decoder-cache"
+CACHE_VERSION = 1
+PART_SIZE = 256
+
+# Model sizes + TrainConfig fields per preset. Step costs (2-core CPU, default size, batch 8):
+# see the report of the decoder in the PR notes / final/metrics.json.
+PRESETS: dict[str, dict] = {
+    "tiny": {
+        "decoder": "tiny", "n_text": 8, "warmup_stage_steps": 4, "warmup_stage_lr": 1e-3,
+        "sample": dict(steps=2, guidance=2.0),
+        "train": dict(steps=6, batch_size=2, lr=1e-3, warmup_steps=1, log_every=2, save_every=3, ema_decay=0.0),
+    },
+    "default": {
+        "decoder": "default", "n_text": 16, "warmup_stage_steps": 300, "warmup_stage_lr": 1e-3,
+        "sample": dict(steps=6, guidance=3.0),
+        "train": dict(steps=12000, batch_size=8, lr=3e-4, weight_decay=0.0, warmup_steps=300, ema_decay=0.999,
+                      mixed_precision="no", log_every=20, save_every=250, grad_clip=1.0),
+    },
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from animegamer.training.cli import add_train_arguments
+
+    add_train_arguments(parser, list(PRESETS))
+    parser.add_argument("--clip", required=True,
+                        help="vision tower: a `train clip` run dir, its final/, or the vision_tower/ dir")
+    parser.add_argument("--vae", required=True,
+                        help="autoencoder: a `train vae` run dir, its final/, or the autoencoder/ dir")
+    parser.add_argument("--text-encoder", default=None,
+                        help="local transformers text encoder dir (default: bundled all-MiniLM-L6-v2)")
+    parser.add_argument("--cache", default=None, help="feature cache dir (default: OUT/cache)")
+    parser.add_argument("--warmup-stage-steps", type=int, default=None,
+                        help="paper's warm-up stage (transformer frozen); 0 skips it (default: preset)")
+    parser.add_argument("--warmup-stage-lr", type=float, default=None, help="lr of the warm-up stage")
+    parser.add_argument("--random-frame", action="store_true",
+                        help="ablation: f_v from a random frame of the shot instead of the first")
+    parser.add_argument("--no-motion-level", action="store_true",
+                        help="ablation (paper's w/o f_ms): no motion-level embedding")
+    parser.add_argument("--sample-steps", type=int, default=None, help="sampler steps stored with the model")
+    parser.add_argument("--guidance", type=float, default=None, help="CFG scale stored with the model")
+    parser.add_argument("--sample-autocast", choices=["on", "off"], default="on",
+                        help="bf16 autocast when sampling (measured faster on this CPU; default: on)")
+    parser.add_argument("--eval-shots", type=int, default=64, help="held-out (val) shots for the eval loss")
+    parser.add_argument("--samples", type=int, default=4, help="held-out shots decoded to OUT/samples")
+
+
+def resolve_component(path: str | Path, config_name: str, subdir: str) -> Path:
+    """Accept a run dir, its final/, or the component dir itself; return the component dir."""
+    p = Path(path)
+    for cand in (p, p / subdir, p / "final" / subdir):
+        if (cand / config_name).is_file():
+            return cand
+    raise FileNotFoundError(f"no {config_name} under {p} (tried {p}, {p / subdir}, {p / 'final' / subdir})")
+
+
+# -- feature cache -----------------------------------------------------------------------------
+def _cache_meta(args: argparse.Namespace, split: str, n_text: int, limit: int | None, clip_dir: Path,
+                vae_dir: Path) -> dict:
+    data_meta = json.loads((Path(args.data) / "meta.json").read_text())
+
+    def stamp(d: Path) -> dict:
+        return {"path": str(d.resolve()), "mtime_ns": max(f.stat().st_mtime_ns for f in d.iterdir())}
+
+    return {
+        "format": CACHE_FORMAT, "version": CACHE_VERSION, "split": split, "limit": limit,
+        "data": str(Path(args.data).resolve()), "data_seed": data_meta.get("seed"),
+        "data_counts": data_meta.get("counts"), "clip": stamp(clip_dir), "vae": stamp(vae_dir),
+        "text_encoder": args.text_encoder, "n_text": n_text, "random_frame": bool(args.random_frame),
+    }
+
+
+def build_cache(shots, get_encoders, cache_dir: Path, meta: dict, seed: int = 0, batch: int = 8,
+                progress: bool = True) -> Path:
+    """Encode every shot once into ``cache_dir/part_*.safetensors``; resumes a partial build.
+
+    shots: a ShotDataset; get_encoders() -> {"tower", "text", "ae"} (frozen, eval), called only
+    if some part is missing (loading MiniLM costs seconds).
+    """
+    import torch
+    from tqdm.auto import tqdm
+
+    from animegamer.models.action_encoder import pick_reference_frames
+    from animegamer.training.checkpoint import load_json, save_json_atomic, save_safetensors_atomic
+    from animegamer.world.dataset import collate_shots
+
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    meta_path = cache_dir / "meta.json"
+    if meta_path.is_file():
+        old = load_json(meta_path)
+        if {k: v for k, v in old.items() if k != "parts"} != meta:
+            raise ValueError(f"{cache_dir} holds a cache of other inputs ({old}); delete it or pass --cache DIR")
+    save_json_atomic(meta, meta_path)
+    n = len(shots)
+    parts = (n + PART_SIZE - 1) // PART_SIZE
+    tower = text = ae = None
+    bar = tqdm(total=n, desc=f"cache {meta['split']}", disable=not progress, dynamic_ncols=True)
+    for p in range(parts):
+        path = cache_dir / f"part_{p:05d}.safetensors"
+        lo, hi = p * PART_SIZE, min(n, (p + 1) * PART_SIZE)
+        if path.is_file():
+            bar.update(hi - lo)
+            continue
+        if tower is None:
+            enc = get_encoders()
+            tower, text, ae = enc["tower"], enc["text"], enc["ae"]
+        out: dict[str, list] = {"latents": [], "f_v": [], "f_md": [], "motion_level": [], "index": []}
+        for s in range(lo, hi, batch):
+            idx = list(range(s, min(hi, s + batch)))
+            b = collate_shots([shots[i] for i in idx])
+            # per-shot generator: the random-frame choice is a function of (seed, shot index)
+            g = torch.Generator().manual_seed(seed * 1_000_003 + s)
+            with torch.no_grad():
+                ref = pick_reference_frames(b.frames, meta["random_frame"], g)  # (B, 3, H, W)
+                f_v = tower.patch_tokens(ref).float()  # (B, n_visual, d_v)
+                f_md, _ = text.token_states(b.motion_text, meta["n_text"])  # (B, n_text, d_t), padding = 0
+                lat = ae.encode(b.frames).float()  # (B, F, C', h, w), scaled
+            out["latents"].append(lat.half())
+            out["f_v"].append(f_v.half())
+            out["f_md"].append(f_md.float().half())
+            out["motion_level"].append(b.motion_level.long())
+            out["index"].append(torch.tensor(idx, dtype=torch.long))
+            bar.update(len(idx))
+        save_safetensors_atomic({k: torch.cat(v) for k, v in out.items()}, path)
+    bar.close()
+    save_json_atomic({**meta, "parts": parts}, meta_path)
+    return cache_dir
+
+
+class CachedShots:
+    """torch Dataset over a finished cache: item i -> {latents, f_md, f_v, motion_level} (fp32)."""
+
+    def __init__(self, cache_dir: str | Path) -> None:
+        import torch
+
+        from animegamer.training.checkpoint import load_json, load_safetensors
+
+        cache_dir = Path(cache_dir)
+        self.meta = load_json(cache_dir / "meta.json")
+        if "parts" not in self.meta:
+            raise ValueError(f"{cache_dir}: cache build did not finish; rerun the same command to resume it")
+        parts = [load_safetensors(cache_dir / f"part_{p:05d}.safetensors") for p in range(self.meta["parts"])]
+        self.tensors = {k: torch.cat([pt[k] for pt in parts]) for k in parts[0]}
+
+    def __len__(self) -> int:
+        return len(self.tensors["index"])
+
+    def __getitem__(self, i: int) -> dict:
+        t = self.tensors
+        return {"latents": t["latents"][i].float(), "f_md": t["f_md"][i].float(), "f_v": t["f_v"][i].float(),
+                "motion_level": t["motion_level"][i]}
+
+    def latent_stats(self) -> tuple[float, float]:
+        z = self.tensors["latents"].double()
+        return z.mean().item(), z.std().item()
+
+
+# -- the trainable module ------------------------------------------------------------------------
+def _module_class():
+    from torch import nn
+
+    from animegamer.models.shot_decoder import ShotDecoder
+
+    class DecoderTrainModule(nn.Module):
+        """Wraps the Denoiser for the loop; stage "warmup" trains only E_a + motion MLP + text_proj."""
+
+        def __init__(self, denoiser, autoencoder, stage: str) -> None:
+            super().__init__()
+            if stage not in ("warmup", "joint"):
+                raise ValueError(f"stage must be 'warmup' or 'joint', got {stage!r}")
+            self.denoiser, self.stage = denoiser, stage
+            self._ae = (autoencoder,)  # not a submodule: frozen, not in the training checkpoints
+            denoiser.net.set_warmup(stage == "warmup")
+
+        def forward(self, batch):
+            return self.denoiser(batch)
+
+        def trainable_parameters(self):
+            net = self.denoiser.net
+            return net.warmup_parameters() if self.stage == "warmup" else list(net.parameters())
+
+        def shot_decoder(self) -> ShotDecoder:
+            return ShotDecoder(self.denoiser.net, self._ae[0], self.denoiser.config)
+
+        def export_pretrained(self, directory: Path) -> None:
+            self.shot_decoder().save_pretrained(Path(directory) / "shot_decoder")
+
+        def config_dict(self) -> dict:
+            return {"stage": self.stage, "decoder": self.denoiser.net.config.to_dict(),
+                    "diffusion": self.denoiser.config.to_dict()}
+
+    return DecoderTrainModule
+
+
+def eval_loss(denoiser, dataset, n: int, seed: int = 0) -> dict[str, float]:
+    """Held-out v-loss at fixed timesteps / noise: with the true s_a and with the null branch."""
+    import torch
+
+    with torch.no_grad():
+        return _eval_loss(denoiser, dataset, n, seed)
+
+
+def _eval_loss(denoiser, dataset, n: int, seed: int) -> dict[str, float]:
+    import torch
+
+    from animegamer.models.diffusion import collate_decoder
+
+    n = min(n, len(dataset))
+    if n == 0:
+        return {}
+    g = torch.Generator().manual_seed(seed)
+    was = denoiser.training
+    denoiser.eval()
+    cond, null = [], []
+    for s in range(0, n, 8):
+        b = collate_decoder([dataset[i] for i in range(s, min(n, s + 8))])
+        t = torch.randint(0, denoiser.config.num_train_timesteps, (len(b),), generator=g)
+        noise = torch.randn(b.latents.shape, generator=g)
+        cond.append(denoiser(b, timesteps=t, noise=noise)[0].item())
+        z = type(b)(b.latents, torch.zeros_like(b.f_md), torch.zeros_like(b.f_v), b.motion_level)
+        null.append(denoiser(z, timesteps=t, noise=noise)[0].item())
+    denoiser.train(was)
+    return {"val_loss": sum(cond) / len(cond), "val_loss_null_condition": sum(null) / len(null), "val_shots": n}
+
+
+def write_samples(decoder, val_cache: CachedShots, val_shots, out_dir: Path, n: int, seed: int = 0) -> list[str]:
+    """Decode n held-out shots from their TRUE s_a; save [true | decoded] side by side."""
+    import numpy as np
+    import torch
+
+    from animegamer.video_io import save_gif, save_mp4
+
+    paths = []
+    ea = decoder.net.action_encoder
+    for i in range(min(n, len(val_cache))):
+        item = val_cache[i]
+        with torch.no_grad():
+            s_a = ea(item["f_md"][None], item["f_v"][None])[0]  # (N, D)
+        pred = decoder(s_a, int(item["motion_level"]), torch.Generator().manual_seed(seed + i))  # (T, H, W, 3)
+        true = val_shots[int(val_cache.tensors["index"][i])]["frames"].numpy()  # (T, H, W, 3)
+        both = np.concatenate([true, pred], axis=2)
+        stem = out_dir / f"val_{i:03d}_level{int(item['motion_level'])}"
+        save_mp4(both, stem.with_suffix(".mp4"), fps=8)
+        save_gif(both, stem.with_suffix(".gif"), fps=8)
+        paths.append(str(stem.with_suffix(".mp4")))
+    return paths
+
+
+def run(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    import torch
+
+    from animegamer.models.autoencoder import CONFIG_NAME as AE_CONFIG, ShotAutoencoder
+    from animegamer.models.benchmark_decoder import bench_decode
+    from animegamer.models.decoder import DecoderNet, decoder_preset
+    from animegamer.models.diffusion import Denoiser, DiffusionConfig, collate_decoder
+    from animegamer.models.shot_decoder import ShotDecoder
+    from animegamer.models.text_encoder import TextEncoder, TextEncoderConfig
+    from animegamer.models.vision_tower import CONFIG_NAME as VT_CONFIG, VisionTower
+    from animegamer.training.checkpoint import save_json_atomic
+    from animegamer.training.cli import train_config_from_args
+    from animegamer.training.loop import train
+    from animegamer.world.dataset import ShotDataset
+
+    preset = PRESETS[args.preset]
+    cfg = train_config_from_args(preset["train"], args)
+    out = Path(args.out)
+    progress = not args.no_progress
+    clip_dir = resolve_component(args.clip, VT_CONFIG, "vision_tower")
+    vae_dir = resolve_component(args.vae, AE_CONFIG, "autoencoder")
+    ae = ShotAutoencoder.from_pretrained(vae_dir).float().eval().requires_grad_(False)
+    n_text = preset["n_text"]
+
+    # 1. cache (train + held-out val)
+    cache_root = Path(args.cache) if args.cache else out / "cache"
+    train_shots = ShotDataset(args.data, "train", limit=args.limit)
+    try:
+        val_shots = ShotDataset(args.data, "val", limit=max(args.eval_shots, args.samples))
+    except ValueError:  # no val split in this dataset
+        val_shots = None
+    todo = [("train", train_shots, args.limit)] + ([("val", val_shots, max(args.eval_shots, args.samples))]
+                                                  if val_shots is not None else [])
+    caches: dict[str, CachedShots] = {}
+    encoders: dict = {}
+
+    def get_encoders() -> dict:
+        if not encoders:
+            encoders["tower"] = VisionTower.from_pretrained(clip_dir).float().eval().requires_grad_(False)
+            encoders["text"] = TextEncoder(TextEncoderConfig(path=args.text_encoder, n_text=n_text))
+            encoders["ae"] = ae
+        return encoders
+
+    for split, shots, limit in todo:
+        cdir = cache_root / (split if limit is None else f"{split}_{limit}")
+        meta = _cache_meta(args, split, n_text, limit, clip_dir, vae_dir)
+        build_cache(shots, get_encoders, cdir, meta, seed=cfg.seed, progress=progress)
+        caches[split] = CachedShots(cdir)
+    encoders.clear()  # free the tower and MiniLM before training
+    train_ds = caches["train"]
+    mean, std = train_ds.latent_stats()
+    t = train_ds.tensors
+
+    # 2. model: shapes come from the cache (autoencoder, tower and text encoder decide them)
+    f, c, h, w = t["latents"].shape[1:]
+    dcfg = decoder_preset(
+        preset["decoder"], latent_channels=c, num_frames=(f - 1) * ae.temporal_ratio + 1, latent_height=h,
+        latent_width=w, temporal_compression=ae.temporal_ratio, n_text=t["f_md"].shape[1],
+        d_text_in=t["f_md"].shape[2], n_visual=t["f_v"].shape[1], d_visual_in=t["f_v"].shape[2],
+        use_motion_level=not args.no_motion_level,
+    )
+    sample_kw = dict(preset["sample"])
+    if args.sample_steps:
+        sample_kw["steps"] = args.sample_steps
+    if args.guidance is not None:
+        sample_kw["guidance"] = args.guidance
+    diff = DiffusionConfig(latent_shift=mean, latent_scale=1.0 / max(std, 1e-6),
+                           autocast=args.sample_autocast == "on", **sample_kw)
+    torch.manual_seed(cfg.seed)  # the init must be reproducible: resume reloads only trainable tensors
+    denoiser = Denoiser(DecoderNet(dcfg), diff)
+    Module = _module_class()
+    print(f"[decoder] {len(train_ds)} cached shots, latents {tuple(t['latents'].shape[1:])} (mean {mean:.3f}, "
+          f"std {std:.3f}), s_a {dcfg.n_tokens} x {dcfg.d_cond}, "
+          f"{sum(p.numel() for p in denoiser.parameters()) / 1e6:.1f}M params")
+
+    # 3. warm-up stage: transformer frozen
+    warm_steps = preset["warmup_stage_steps"] if args.warmup_stage_steps is None else args.warmup_stage_steps
+    results = {}
+    if warm_steps > 0:
+        wcfg = dataclasses.replace(
+            cfg, steps=warm_steps, lr=args.warmup_stage_lr or preset["warmup_stage_lr"],
+            warmup_steps=min(cfg.warmup_steps, max(1, warm_steps // 10)),
+            save_every=min(cfg.save_every, warm_steps) if cfg.save_every else 0,
+        )
+        results["warmup"] = train(Module(denoiser, ae, "warmup"), train_ds, collate_decoder, wcfg, out / "warmup",
+                                  resume=args.resume)
+    # 4. joint stage
+    module = Module(denoiser, ae, "joint")
+    results["joint"] = train(module, train_ds, collate_decoder, cfg, out / "joint", resume=args.resume)
+
+    # 5. evaluation of the exported (EMA) pipeline
+    final = Path(results["joint"]["final_dir"])
+    decoder = ShotDecoder.from_pretrained(final / "shot_decoder")
+    metrics: dict = {"train": {k: {m: r[m] for m in ("step", "loss", "seconds")} for k, r in results.items()},
+                     "decoder_config": dcfg.to_dict(), "diffusion": diff.to_dict()}
+    if "val" in caches:
+        metrics["eval"] = eval_loss(Denoiser(decoder.net, decoder.diffusion), caches["val"], args.eval_shots)
+        if args.samples:
+            metrics["samples"] = write_samples(decoder, caches["val"], val_shots, out / "samples", args.samples)
+    metrics["speed"] = bench_decode(decoder, n=3)
+    save_json_atomic(metrics, final / "metrics.json")
+    print(f"[decoder] done: {final / 'shot_decoder'}\n{json.dumps(metrics.get('eval', {}))}\n"
+          f"{json.dumps(metrics['speed'])}")
+    return 0

@@ -1,0 +1,1 @@
+"""Training: typed batches, the one generic training loop, atomic checkpoints, the `train` CLI."""

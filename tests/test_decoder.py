@@ -1,0 +1,318 @@
+"""Phase a decoder: E_a, the CogVideoX decoder network, the diffusion loss/sampler, ShotDecoder.
+
+Tiny random-init configs only (1 layer, width 16, 8x8 frames, 2 sampler steps).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from diffusers import DDPMScheduler
+
+from animegamer.models.action_encoder import ActionEncoder, ActionEncoderConfig, ActionRepresentation
+from animegamer.models.autoencoder import ShotAutoencoder, autoencoder_config
+from animegamer.models.decoder import DecoderConfig, DecoderNet, decoder_preset
+from animegamer.models.diffusion import (
+    DecoderBatch, Denoiser, DiffusionConfig, collate_decoder, guidance_at, sample, v_target,
+)
+from animegamer.models.shot_decoder import ShotDecoder
+
+torch.set_num_threads(1)
+
+
+def tiny_net(seed: int = 0, **overrides) -> DecoderNet:
+    torch.manual_seed(seed)
+    return DecoderNet(decoder_preset("tiny", **overrides))
+
+
+def tiny_batch(cfg: DecoderConfig, b: int = 2, seed: int = 0) -> DecoderBatch:
+    g = torch.Generator().manual_seed(seed)
+    return DecoderBatch(
+        latents=torch.randn(b, *cfg.latent_shape, generator=g),
+        f_md=torch.randn(b, cfg.n_text, cfg.d_text_in, generator=g),
+        f_v=torch.randn(b, cfg.n_visual, cfg.d_visual_in, generator=g),
+        motion_level=torch.arange(b) % 5 + 1,
+    )
+
+
+def tiny_shot_decoder(seed: int = 0) -> ShotDecoder:
+    torch.manual_seed(seed)
+    ae = ShotAutoencoder(autoencoder_config("tiny")).eval()  # 2x spatial, C' = 4 * 2 = 8
+    return ShotDecoder(tiny_net(seed), ae, DiffusionConfig(steps=2, guidance=2.0))
+
+
+def test_shapes():
+    net = tiny_net()
+    cfg = net.config
+    batch = tiny_batch(cfg)
+    s_a = net.action_encoder(batch.f_md, batch.f_v)
+    assert s_a.shape == (2, cfg.n_text + cfg.n_visual, cfg.width)
+    out = net(batch.latents, torch.tensor([3, 900]), s_a, batch.motion_level)
+    assert out.shape == batch.latents.shape == (2, 2, 8, 4, 4)
+    frames = tiny_shot_decoder()(s_a[0], motion_level=2, generator=torch.Generator().manual_seed(0))
+    assert frames.shape == (5, 8, 8, 3) and frames.dtype == np.uint8
+    frames = tiny_shot_decoder()(s_a, motion_level=torch.tensor([1, 5]), generator=torch.Generator().manual_seed(0))
+    assert frames.shape == (2, 5, 8, 8, 3)
+    with pytest.raises(ValueError, match="s_a must be"):
+        net(batch.latents, torch.tensor([3, 900]), s_a[:, 1:], batch.motion_level)
+
+
+def test_config_validation_names_the_field():
+    with pytest.raises(ValueError, match="latent_height"):
+        DecoderConfig(latent_height=7)
+    with pytest.raises(ValueError, match="num_frames"):
+        DecoderConfig(num_frames=16)
+    with pytest.raises(ValueError, match="n_visual"):
+        ActionEncoderConfig(n_visual=0)
+    with pytest.raises(ValueError, match="cond_dropout"):
+        DiffusionConfig(cond_dropout=1.5)
+
+
+def test_null_branch_is_action_encoder_of_zeros():
+    ea = ActionEncoder(ActionEncoderConfig(d_text_in=8, d_visual_in=6, n_text=3, n_visual=4, d_model=16))
+    zeros = ea(torch.zeros(2, 3, 8), torch.zeros(2, 4, 6))
+    assert torch.equal(ea.null(2), zeros)
+    assert ea.null(2).shape == (2, 7, 16)
+
+
+def test_motion_embedding_zero_at_init_then_matters():
+    net = tiny_net().eval()
+    last = net.transformer.ofs_embedding.linear_2
+    assert torch.count_nonzero(last.weight) == 0 and torch.count_nonzero(last.bias) == 0
+    batch = tiny_batch(net.config)
+    s_a = net.action_encoder(batch.f_md, batch.f_v)
+    t = torch.tensor([500, 500])
+    with torch.no_grad():
+        out1 = net(batch.latents, t, s_a, torch.tensor([1, 1]))
+        out5 = net(batch.latents, t, s_a, torch.tensor([5, 5]))
+        assert torch.equal(out1, out5)  # zero-initialised: the level adds nothing yet
+        torch.nn.init.normal_(last.weight, std=0.5)  # what training does to it
+        out1 = net(batch.latents, t, s_a, torch.tensor([1, 1]))
+        out5 = net(batch.latents, t, s_a, torch.tensor([5, 5]))
+    assert (out1 - out5).abs().max() > 1e-3
+    # the ablation without f_ms has no motion embedding at all
+    assert tiny_net(use_motion_level=False).transformer.ofs_embedding is None
+
+
+def test_v_prediction_target():
+    sched = DDPMScheduler(**DiffusionConfig().schedule_kwargs())
+    g = torch.Generator().manual_seed(0)
+    x0, noise = torch.randn(3, 2, 4, 2, 2, generator=g), torch.randn(3, 2, 4, 2, 2, generator=g)
+    t = torch.tensor([0, 400, 999])
+    acp = sched.alphas_cumprod[t]
+    v = v_target(x0, noise, acp)
+    torch.testing.assert_close(v, sched.get_velocity(x0, noise, t))
+    # known case: at the zero-terminal-SNR end (alpha_bar = 0) v = -x0; x0 = 0 gives v = sqrt(a) * eps
+    assert acp[2] == 0
+    torch.testing.assert_close(v[2], -x0[2])
+    torch.testing.assert_close(v_target(torch.zeros_like(x0), noise, acp), acp.sqrt().view(3, 1, 1, 1, 1) * noise)
+    # x0 is recovered from (x_t, v): x0 = sqrt(a) x_t - sqrt(1 - a) v
+    a = acp.view(3, 1, 1, 1, 1)
+    x_t = a.sqrt() * x0 + (1 - a).sqrt() * noise
+    torch.testing.assert_close(a.sqrt() * x_t - (1 - a).sqrt() * v, x0)
+
+
+def test_training_step_lowers_loss_on_fixed_batch():
+    net = tiny_net()
+    den = Denoiser(net, DiffusionConfig(cond_dropout=0.0)).train()
+    batch = tiny_batch(net.config, b=4)
+    t = torch.tensor([100, 300, 600, 900])
+    noise = torch.randn(batch.latents.shape, generator=torch.Generator().manual_seed(1))
+    opt = torch.optim.Adam(den.parameters(), lr=3e-3)
+    losses = []
+    for _ in range(8):
+        loss, logs = den(batch, timesteps=t, noise=noise)
+        assert set(logs) >= {"loss", "cond_drop"}
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.9 * losses[0], losses
+
+
+def test_condition_dropout_uses_null_branch():
+    net = tiny_net()
+    den = Denoiser(net, DiffusionConfig(cond_dropout=0.999)).train()
+    batch = tiny_batch(net.config)
+    s_a, drop = den.condition(batch, 0.999)
+    assert drop.all() and torch.equal(s_a, net.action_encoder.null(2))
+
+
+def test_warmup_freezes_the_transformer():
+    net = tiny_net()
+    net.set_warmup(True)
+    trainable = {n for n, p in net.named_parameters() if p.requires_grad}
+    assert trainable and all(n.startswith(("action_encoder.", "transformer.ofs_embedding.",
+                                           "transformer.patch_embed.text_proj.")) for n in trainable)
+    assert any(n.startswith("action_encoder.") for n in trainable)
+    net.set_warmup(False)
+    assert all(p.requires_grad for p in net.parameters())
+
+
+def test_seeded_sampling_is_deterministic():
+    dec = tiny_shot_decoder()
+    s_a = torch.randn(7, 16, generator=torch.Generator().manual_seed(3))
+    a = dec(s_a, 3, generator=torch.Generator().manual_seed(11))
+    b = dec(s_a, 3, generator=torch.Generator().manual_seed(11))
+    c = dec(s_a, 3, generator=torch.Generator().manual_seed(12))
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+    # batch vs single: the same noise gives the same latents
+    net, cfg = dec.net, dec.diffusion
+    s2 = torch.stack([s_a, s_a * 0.5])
+    lat_b = sample(net, s2, torch.tensor([3, 3]), torch.Generator().manual_seed(5), cfg)
+    lat_1 = sample(net, s2[:1], torch.tensor([3]), torch.Generator().manual_seed(5), cfg)
+    torch.testing.assert_close(lat_b[:1], lat_1, atol=1e-5, rtol=1e-4)
+
+
+def test_dynamic_cfg_ramps_to_guidance():
+    assert guidance_at(0, 6, 5.0, True) == pytest.approx(1.0)
+    assert guidance_at(5, 6, 5.0, True) == pytest.approx(5.0)
+    assert guidance_at(2, 6, 5.0, False) == 5.0
+    dec = tiny_shot_decoder()
+    s_a = torch.randn(1, 7, 16)
+    out = dec(s_a, 2, generator=torch.Generator().manual_seed(0), dynamic_cfg=True, steps=3)
+    assert out.shape == (1, 5, 8, 8, 3)
+
+
+def test_save_load_round_trip_is_exact(tmp_path):
+    dec = tiny_shot_decoder(seed=4)
+    with torch.no_grad():  # make E_a / motion weights non-trivial, as after training
+        torch.nn.init.normal_(dec.net.transformer.ofs_embedding.linear_2.weight)
+    dec.save_pretrained(tmp_path / "dec")
+    dec.save_pretrained(tmp_path / "dec")  # overwriting an existing directory is atomic too
+    loaded = ShotDecoder.from_pretrained(tmp_path / "dec")
+    a_sd, b_sd = dec.state_dict(), loaded.state_dict()
+    assert a_sd.keys() == b_sd.keys()
+    assert all(torch.equal(a_sd[k], b_sd[k]) for k in a_sd)
+    assert loaded.config == dec.config and loaded.diffusion == dec.diffusion
+    s_a = torch.randn(7, 16)
+    assert np.array_equal(dec(s_a, 4, torch.Generator().manual_seed(0)),
+                          loaded(s_a, 4, torch.Generator().manual_seed(0)))
+    assert not any(p.name.startswith(".tmp-") for p in tmp_path.iterdir())
+
+
+def test_action_representation_uses_first_frame():
+    class Tower:  # f_v = per-channel mean of the image, as 4 tokens of width 6 (3 used)
+        def patch_tokens(self, images):
+            m = images.mean(dim=(2, 3))  # (B, 3)
+            return torch.cat([m, m], dim=1).unsqueeze(1).expand(-1, 4, -1)  # (B, 4, 6)
+
+    class Text:
+        def token_states(self, texts, n_text):
+            states = torch.ones(len(texts), n_text, 8)
+            mask = torch.zeros(len(texts), n_text, dtype=torch.bool)
+            mask[:, :2] = True
+            return states * mask[..., None], mask
+
+    ea = ActionEncoder(ActionEncoderConfig(d_text_in=8, d_visual_in=6, n_text=3, n_visual=4, d_model=16))
+    rep = ActionRepresentation(Tower(), Text(), ea)
+    frames = torch.randn(2, 5, 3, 8, 8)
+    s_first = rep.encode_shots(frames, ["run", "walk"])
+    assert s_first.shape == (2, 7, 16)
+    torch.testing.assert_close(s_first, rep.encode(frames[:, 0], ["run", "walk"]))
+    rep.random_frame = True
+    s_rand = rep.encode_shots(frames, ["run", "walk"], generator=torch.Generator().manual_seed(1))
+    assert not torch.allclose(s_rand, s_first)
+
+
+def test_collate_decoder():
+    items = [{"latents": torch.zeros(2, 8, 4, 4), "f_md": torch.zeros(3, 8), "f_v": torch.zeros(4, 8),
+              "motion_level": torch.tensor(3)} for _ in range(2)]
+    batch = collate_decoder(items)
+    assert batch.latents.shape == (2, 2, 8, 4, 4) and batch.motion_level.tolist() == [3, 3]
+
+
+def test_video_io_round_trip(tmp_path):
+    from animegamer.video_io import read_video, save_gif, save_mp4
+
+    frames = np.zeros((5, 16, 24, 3), np.uint8)
+    for i in range(5):  # distinct frames: PIL merges identical consecutive GIF frames (timing kept)
+        frames[i, :, : 4 + 4 * i] = 200
+    save_mp4(frames, tmp_path / "a.mp4", fps=8)
+    save_gif(frames, tmp_path / "a.gif", fps=8)
+    mp4, gif = read_video(tmp_path / "a.mp4"), read_video(tmp_path / "a.gif")
+    assert mp4.shape == gif.shape == (5, 16, 24, 3)
+    assert np.abs(gif.astype(int) - frames).max() <= 2 and np.abs(mp4.astype(int) - frames).mean() < 8
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.gif", "a.mp4"]
+
+
+def test_phase_cache_and_warmup_stage_train_only_the_condition_path(tmp_path):
+    """Cache build (resumable parts) + the two-stage schedule through the generic loop."""
+    from animegamer.phases.decoder import CachedShots, _module_class, build_cache
+    from animegamer.training.loop import TrainConfig, train
+
+    torch.manual_seed(0)
+    ae = ShotAutoencoder(autoencoder_config("tiny")).eval()
+
+    class Tower:
+        def patch_tokens(self, images):  # (B, 3, 8, 8) -> (B, 4, 8)
+            return images.mean(1).reshape(-1, 4, 16)[..., :8]
+
+    class Text:
+        def token_states(self, texts, n):
+            return torch.ones(len(texts), n, 8), torch.ones(len(texts), n, dtype=torch.bool)
+
+    g = torch.Generator().manual_seed(0)
+    shots = [{"frames": torch.randint(0, 255, (5, 8, 8, 3), generator=g, dtype=torch.uint8),
+              "row": {"motion_text": "run", "caption": "c", "motion_level": 1 + i % 5, "characters": ["a"],
+                      "place": "town", "motion": "run"}} for i in range(4)]
+    meta = {"split": "train", "n_text": 3, "random_frame": False}
+    calls = []
+
+    def enc():
+        calls.append(1)
+        return {"tower": Tower(), "text": Text(), "ae": ae}
+
+    build_cache(shots, enc, tmp_path / "cache", meta, progress=False)
+    build_cache(shots, enc, tmp_path / "cache", meta, progress=False)  # finished parts are reused
+    assert len(calls) == 1
+    ds = CachedShots(tmp_path / "cache")
+    assert len(ds) == 4 and ds[0]["latents"].shape == (2, 8, 4, 4) and ds[0]["f_v"].shape == (4, 8)
+
+    from animegamer.models.diffusion import collate_decoder
+
+    den = Denoiser(tiny_net(), DiffusionConfig())
+    before = {k: v.clone() for k, v in den.net.state_dict().items()}
+    cfg = TrainConfig(steps=2, batch_size=2, lr=1e-2, warmup_steps=0, log_every=1, save_every=0, progress=False)
+    train(_module_class()(den, ae, "warmup"), ds, collate_decoder, cfg, tmp_path / "warmup")
+    after = den.net.state_dict()
+    changed = {k for k in after if not torch.equal(after[k], before[k])}
+    assert any(k.startswith("action_encoder.") for k in changed)
+    assert all(k.startswith(("action_encoder.", "transformer.ofs_embedding.", "transformer.patch_embed.text_proj."))
+               for k in changed), changed
+    loaded = ShotDecoder.from_pretrained(tmp_path / "warmup" / "final" / "shot_decoder")
+    assert loaded.config == den.net.config
+
+
+def test_benchmark_and_sweep_run_on_tiny():
+    from animegamer.models.benchmark_decoder import bench_decode, sweep
+
+    dec = tiny_shot_decoder()
+    r = bench_decode(dec, steps=2, guidance=2.0, n=1, warmup=0)
+    assert r["total_s"] >= r["sample_s"] > 0 and r["peak_rss_mb"] > 0
+    s_a = torch.randn(2, 7, 16)
+    true = np.zeros((2, 5, 8, 8, 3), np.uint8)
+    rows = sweep(dec, s_a, torch.tensor([1, 2]), true, [1, 2], [1.0, 3.0],
+                 metrics=lambda p, t: {"mean": float(p.mean())})
+    assert len(rows) == 4 and {"psnr", "s_per_shot", "mean"} <= set(rows[0])
+
+
+@pytest.mark.parametrize("sampler", ["dpmpp", "ddim"])
+def test_sampler_with_oracle_v_recovers_the_data_point(sampler):
+    """If the network predicts the exact v of a one-point data distribution, sampling lands on it:
+    checks the timestep / v-prediction / schedule conventions between training and sampling."""
+    net = tiny_net()
+    cfg = DiffusionConfig(steps=4, guidance=1.0, sampler=sampler)
+    acp = DDPMScheduler(**cfg.schedule_kwargs()).alphas_cumprod.double()
+    x0 = torch.randn(1, *net.config.latent_shape, generator=torch.Generator().manual_seed(2))
+
+    class Oracle(torch.nn.Module):
+        config, action_encoder = net.config, net.action_encoder
+
+        def forward(self, x_t, t, s_a, level):
+            a = acp[t.long()].clamp_min(2.0**-24).view(-1, 1, 1, 1, 1)
+            eps = (x_t.double() - a.sqrt() * x0) / (1 - a).sqrt()
+            return (a.sqrt() * eps - (1 - a).sqrt() * x0).float()
+
+    out = sample(Oracle(), torch.zeros(1, 7, 16), torch.tensor([3]), torch.Generator().manual_seed(0), cfg)
+    torch.testing.assert_close(out, x0.float(), atol=1e-3, rtol=1e-3)
