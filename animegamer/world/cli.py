@@ -62,7 +62,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_fit_levels)
 
     p = wsub.add_parser("bench", help="shots per second rendered and annotated (flow included)")
-    p.add_argument("--sessions", type=_positive("--sessions"), default=40)
+    p.add_argument("--sessions", type=_positive("--sessions"), default=200,
+                   help="1000 shots by default: enough that process start-up does not dominate")
     p.add_argument("--turns", type=_positive("--turns"), default=5)
     p.add_argument("--workers", type=_positive("--workers"), default=2)
     p.add_argument("--json", dest="json_out", default=None, help="also write the result here")
