@@ -5,6 +5,8 @@ import argparse
 import importlib
 import sys
 
+from animegamer.errors import UserFacingError
+
 # (module, what it adds). Imported lazily so `animegamer world ...` never loads torch models.
 _SUBSYSTEMS = (
     "animegamer.world.cli",
@@ -34,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError, FileExistsError) as e:
+    except (ValueError, FileNotFoundError, FileExistsError, UserFacingError) as e:
         # Bad input: one clear line, no traceback.
         print(f"animegamer {args.command}: error: {e}", file=sys.stderr)
         return 2

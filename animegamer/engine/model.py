@@ -64,6 +64,12 @@ class EngineConfig:
     autocast_bf16: bool = False  # bf16 autocast in predict (AMX on this CPU); fp32 otherwise
     attn_implementation: str = "sdpa"
     seed: int = 0  # init of the new parts
+    # Standardise s_a per (token, dim) inside the engine with statistics of the training data
+    # (buffers rep_mean / rep_std, saved with the weights; set_rep_stats). The MSE is then taken in
+    # that space (every token and dim weighs the same; LayerNorm outputs of E_a carry large constant
+    # offsets), while the engine's inputs and outputs (history s_a, Prediction.s_a) stay in the
+    # decoder's space. False = identity (engines saved before this field).
+    rep_norm: bool = False
 
     def __post_init__(self) -> None:
         self.lora_targets = tuple(self.lora_targets)
@@ -170,6 +176,9 @@ class GameEngine(nn.Module):
             self.queries = nn.Parameter(std * torch.randn(N, H))  # (N, H) current-turn query slots
             self.in_resampler = _mlp(D, H, H)  # s_a token -> LLM embedding
             self.out_resampler = _mlp(H, H, D)  # LLM hidden at a query slot -> s_a token
+        if cfg.rep_norm:  # identity until set_rep_stats; persistent: in checkpoints and engine.safetensors
+            self.register_buffer("rep_mean", torch.zeros(N, D))
+            self.register_buffer("rep_std", torch.ones(N, D))
         if cfg.gradient_checkpointing:
             self.backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         for f in range(len(FIELDS)):  # new-table rows of field f's value tokens
@@ -178,8 +187,37 @@ class GameEngine(nn.Module):
 
     # ----------------------------------------------------------------- shared pieces
     def trainable_state_dict(self) -> dict[str, torch.Tensor]:
-        """Everything that is trained (LoRA, new embeddings, value bias, queries, resamplers)."""
-        return {n: p.detach() for n, p in self.named_parameters() if p.requires_grad}
+        """Everything that is trained (LoRA, new embeddings, value bias, queries, resamplers), plus
+        the s_a standardisation buffers when ``cfg.rep_norm``."""
+        sd = {n: p.detach() for n, p in self.named_parameters() if p.requires_grad}
+        return {**sd, **self._norm_buffers()}
+
+    def _norm_buffers(self) -> dict[str, torch.Tensor]:
+        return {"rep_mean": self.rep_mean, "rep_std": self.rep_std} if self.cfg.rep_norm else {}
+
+    def set_rep_stats(self, mean: torch.Tensor, std: torch.Tensor) -> None:
+        """Per-(token, dim) statistics of the training s_a, (N, D) each (std > 0)."""
+        if not self.cfg.rep_norm:
+            raise ValueError("set_rep_stats needs EngineConfig.rep_norm=True")
+        shape = (self.cfg.rep_tokens, self.cfg.rep_dim)
+        if tuple(mean.shape) != shape or tuple(std.shape) != shape or not bool((std > 0).all()):
+            raise ValueError(f"rep stats must be {shape} with std > 0, got {tuple(mean.shape)}, {tuple(std.shape)}")
+        with torch.no_grad():
+            self.rep_mean.copy_(mean)
+            self.rep_std.copy_(std)
+        self.reset_cache()
+
+    def normalize_rep(self, s_a: torch.Tensor) -> torch.Tensor:
+        """(..., N, D) decoder-space s_a -> the engine's standardised space (identity without rep_norm)."""
+        if not self.cfg.rep_norm:
+            return s_a
+        return (s_a - self.rep_mean.to(s_a)) / self.rep_std.to(s_a)
+
+    def denormalize_rep(self, z: torch.Tensor) -> torch.Tensor:
+        """Inverse of normalize_rep: what the decoder gets."""
+        if not self.cfg.rep_norm:
+            return z
+        return z * self.rep_std.to(z) + self.rep_mean.to(z)
 
     def trainable_parameters(self) -> list[nn.Parameter]:
         return [p for p in self.parameters() if p.requires_grad]
@@ -191,11 +229,11 @@ class GameEngine(nn.Module):
         write_engine_files(self, out_dir)
 
     def load_trainable_state_dict(self, sd: dict[str, torch.Tensor]) -> None:
-        want = {n for n, p in self.named_parameters() if p.requires_grad}
+        want = {n for n, p in self.named_parameters() if p.requires_grad} | set(self._norm_buffers())
         missing, extra = want - set(sd), set(sd) - want
         if missing or extra:
             raise ValueError(f"engine weights do not match: missing={sorted(missing)[:5]} unexpected={sorted(extra)[:5]}")
-        params = dict(self.named_parameters())
+        params = {**dict(self.named_parameters()), **self._norm_buffers()}
         with torch.no_grad():
             for n, t in sd.items():
                 if params[n].shape != t.shape:
@@ -224,13 +262,20 @@ class GameEngine(nn.Module):
 
     # ----------------------------------------------------------------- training
     def outputs(self, batch) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """Teacher-forced outputs: predicted s_a (B, N, D) and per field (B, n_values) logits."""
+        """Teacher-forced outputs: predicted s_a (B, N, D) in the decoder's space (as predict
+        returns it) and per field (B, n_values) logits."""
+        pred, logits = self._outputs(batch)
+        return self.denormalize_rep(pred), logits
+
+    def _outputs(self, batch) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """As ``outputs``, with the predicted s_a in the engine's standardised space."""
         B, L = batch.input_ids.shape
-        N = self.cfg.rep_tokens
+        N, D = self.cfg.rep_tokens, self.cfg.rep_dim
         x = self.embed(batch.input_ids)  # (B, L, H)
         if batch.rep_index.shape[0]:
+            reps = self.normalize_rep(batch.reps.reshape(-1, N, D)).reshape(-1, D)  # (M, D), N rows per history turn
             x = x.index_put((batch.rep_index[:, 0], batch.rep_index[:, 1]),
-                            self.in_resampler(batch.reps).to(x.dtype))  # history slots <- (M, H)
+                            self.in_resampler(reps).to(x.dtype))  # history slots <- (M, H)
         qb, qp = batch.query_index[:, 0], batch.query_index[:, 1]  # (B*N,) b-major, slot order
         x = x.index_put((qb, qp), self.queries.repeat(B, 1).to(x.dtype))  # current slots <- queries
         h = self._run(x, batch.attention_mask, batch.position_ids)  # (B, L, H)
@@ -239,8 +284,9 @@ class GameEngine(nn.Module):
         return pred, [self.value_logits(hv[:, f], f) for f in range(len(FIELDS))]  # (B, n_values) each
 
     def forward(self, batch) -> tuple[torch.Tensor, dict[str, float]]:
-        """loss = mean CE over the 4 value fields + alpha_mse * MSE(predicted s_a, target s_a)."""
-        pred, all_logits = self.outputs(batch)
+        """loss = mean CE over the 4 value fields + alpha_mse * MSE(predicted s_a, target s_a), the
+        MSE (and the logged cosine) in the standardised space when ``cfg.rep_norm``."""
+        pred, all_logits = self._outputs(batch)
         ces, logs = [], {}
         for f, (name, _, values) in enumerate(FIELDS):
             logits = all_logits[f]  # (B, n_values)
@@ -252,9 +298,10 @@ class GameEngine(nn.Module):
                 vals = torch.tensor(values, dtype=torch.float32, device=pick.device)
                 logs[f"mae_{name}"] = float((vals[pick] - vals[batch.value_targets[:, f]]).abs().mean())
         ce = torch.stack(ces).mean()
-        mse = F.mse_loss(pred.float(), batch.target_rep.float())
+        target = self.normalize_rep(batch.target_rep.float())  # (B, N, D)
+        mse = F.mse_loss(pred.float(), target)
         loss = ce + self.cfg.alpha_mse * mse
-        cos = F.cosine_similarity(pred.detach().float(), batch.target_rep.float(), dim=-1).mean()
+        cos = F.cosine_similarity(pred.detach().float(), target, dim=-1).mean()
         logs.update(loss=float(loss.detach()), ce=float(ce.detach()), mse=float(mse.detach()), cos=float(cos))
         return loss, logs
 
@@ -327,14 +374,14 @@ class GameEngine(nn.Module):
         with amp:
             x = self.embed(torch.tensor([ids], device=dev))  # (1, L, H)
             if reps:
-                s = torch.stack(reps).reshape(-1, self.cfg.rep_dim).to(dev, torch.float32)  # (H*N, D)
+                s = self.normalize_rep(torch.stack(reps).to(dev, torch.float32)).reshape(-1, self.cfg.rep_dim)  # (H*N, D)
                 x = x.index_put((torch.zeros(len(rep_pos), dtype=torch.long, device=dev), torch.tensor(rep_pos, device=dev)),
                                 self.in_resampler(s).to(x.dtype))
             x[0, q0:q0 + N] = self.queries.to(x.dtype)
             mask = attention_mask(len(ids), past, (past + q0, past + q0 + N)).to(dev)  # (L, past+L)
             pos = torch.arange(past, past + len(ids), device=dev).unsqueeze(0)  # (1, L)
             h = self._run(x, mask[None, None], pos, self._cache)[0]  # (L, H)
-            s_a = self.out_resampler(h[q0:q0 + N]).float().cpu()  # (N, D): exactly the query slots
+            s_a = self.denormalize_rep(self.out_resampler(h[q0:q0 + N]).float()).cpu()  # (N, D): exactly the query slots
             t1 = time.perf_counter()
             chosen, probs = [], []
             last = h[-1]

@@ -87,8 +87,9 @@ class AutoencoderConfig:
 AUTOENCODER_PRESETS: dict[str, AutoencoderConfig] = {
     # tests: 2 levels (2x spatial), 2 latent channels
     "tiny": AutoencoderConfig(block_out_channels=(8, 16), latent_channels=2, norm_num_groups=4, mid_block_attention=False),
-    # trained here: 8x spatial, 17x96x144 -> 5 x 16 x 12 x 18
-    "default": AutoencoderConfig(),
+    # trained here: 4x spatial, 17x96x144 -> 5 x 16 x 24 x 36. 8x spatial (16,32,64,64) measured
+    # 18-20 dB held-out (faces and props lost); this one 25.0 dB after 2400 steps, decode 0.5 s bf16.
+    "default": AutoencoderConfig(block_out_channels=(32, 64, 64), mid_block_attention=False),
     # CogVideoX-2B's 3D VAE from a local diffusers directory: set pretrained_path
     "paper": AutoencoderConfig(kind="cogvideox", block_out_channels=(128, 256, 256, 512), layers_per_block=3,
                                latent_channels=16, norm_num_groups=32),

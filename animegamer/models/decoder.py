@@ -51,9 +51,9 @@ class DecoderConfig:
     latent_channels: int = 16  # C' of the shot autoencoder (4 per frame x 4 packed frames)
     num_frames: int = 17  # pixel frames per shot
     temporal_compression: int = 4  # done by the autoencoder: 17 frames -> 5 latent frames
-    latent_height: int = 12  # 96 / 8
-    latent_width: int = 18  # 144 / 8
-    patch_size: int = 2
+    latent_height: int = 24  # 96 / 4 (the default autoencoder is 4x spatial)
+    latent_width: int = 36  # 144 / 4
+    patch_size: int = 4  # 5 x 6 x 9 = 270 video tokens, the same count as 8x latents with patch 2
     n_text: int = 16
     n_visual: int = 54  # the default vision tower: 96 x 144 frames, patch 16 -> 6 x 9 tokens
     d_text_in: int = 384
@@ -134,7 +134,7 @@ DECODER_PRESETS: dict[str, DecoderConfig] = {
     # tests: 5-frame 8 x 8 shots -> 2 latent frames of 8 x 4 x 4 (the "tiny" autoencoder)
     "tiny": DecoderConfig(
         num_layers=1, num_heads=2, head_dim=8, time_embed_dim=16, latent_channels=8,
-        num_frames=5, latent_height=4, latent_width=4, n_text=3, n_visual=4,
+        num_frames=5, latent_height=4, latent_width=4, patch_size=2, n_text=3, n_visual=4,
         d_text_in=8, d_visual_in=8, adaln_zero_init=False,
     ),
     # this 2-core CPU: ~0.1 s per forward at batch 1 (DESIGN.md), 17 x 96 x 144 shots
@@ -142,7 +142,7 @@ DECODER_PRESETS: dict[str, DecoderConfig] = {
     # CogVideoX-2B (30 x 1920, 480 x 720, 17 frames) + the paper's 30 T5 + 196 CLIP tokens x 1920
     "paper": DecoderConfig(
         num_layers=30, num_heads=30, head_dim=64, time_embed_dim=512, latent_channels=16,
-        num_frames=17, latent_height=60, latent_width=90, n_text=30, n_visual=196,
+        num_frames=17, latent_height=60, latent_width=90, patch_size=2, n_text=30, n_visual=196,
         d_text_in=4096, d_visual_in=768, cond_dim=1920, adaln_zero_init=False,
     ),
 }

@@ -1,17 +1,31 @@
 """Phase b: train the game engine.
 
-    animegamer train engine --preset tiny|default|paper --data DIR --out DIR [--resume] [--steps N ...]
+    animegamer train engine --preset default --data WORLD_DIR --decoder DECODER_RUN [--clip CLIP_RUN] --out DIR
+    animegamer train engine --preset tiny|default|paper --data SESSIONS_DIR --out DIR [--resume] [--steps N ...]
     animegamer train engine --preset tiny --synthetic 32 --out runs/engine-smoke
 
-Output: ``OUT/final/`` loads with ``animegamer.engine.model.load_engine`` (engine.json +
-engine.safetensors: LoRA, new-token embeddings, queries, resamplers only); ``OUT/engine_config.json``
-(the engine config, data source, decoder), ``OUT/eval.json`` with ``--eval-sessions K``.
+``--data`` is either
+* a world dataset (``animegamer world render``; meta.json with format animegamer-world): the s_a
+  of every turn's true shot is computed once with phase a's representation (``--decoder``: the
+  `train decoder` run, its E_a; ``--clip``: the vision tower, default the one the decoder run
+  was trained with; MiniLM for the motion text) into ``OUT/sessions/{train,val,test}``
+  (resumable, reused by later runs and by ``--resume``; see animegamer.engine.world_sessions).
+  The engine trains on the train split and is evaluated on the held-out ``--eval-split``
+  sessions (held-out paraphrase templates included);
+* or a prepared engine-sessions directory (animegamer.engine.data.save_sessions), whose s_a were
+  precomputed with the ``--decoder`` named (recorded only); ``--eval-sessions K`` then holds out
+  its last K sessions.
+``--synthetic N`` trains on N synthetic sessions instead (a smoke run that needs no other phase).
 
-``--data`` is a directory in the engine sessions format (animegamer.engine.data: engine_meta.json,
-engine_sessions.jsonl, engine_reps/*.safetensors), i.e. world sessions whose s_a were precomputed
-with phase a's E_a. ``--decoder`` names that phase-a checkpoint; it is recorded in the run config
-(the s_a must already be precomputed with it). ``--synthetic N`` trains on N synthetic sessions
-instead (a smoke run that needs no other phase).
+s_a is standardised per (token, dim) inside the engine with the training sessions' statistics
+(EngineConfig.rep_norm, ``--no-rep-norm`` to turn off); predictions come out in the decoder's space.
+
+Output: ``OUT/final/`` loads with ``animegamer.engine.model.load_engine`` (engine.json +
+engine.safetensors: LoRA, new-token embeddings, queries, resamplers, s_a statistics);
+``OUT/engine_config.json`` (the engine config, data source, decoder); ``OUT/eval.json`` and
+``OUT/eval_history.png`` (animegamer.engine.evaluate: motion-level accuracy, delta MAE, s_a
+cosine / MSE per turn index, teacher forced and closed loop, window 0 / 1 / k on the visual
+tokens), also copied to ``OUT/final/metrics.json``.
 """
 from __future__ import annotations
 
@@ -19,7 +33,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-import torch
 
 ENGINE_RUN_CONFIG = "engine_config.json"
 
@@ -39,7 +52,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from animegamer.training.cli import add_train_arguments
 
     add_train_arguments(parser, list(PRESETS), data_required=False)
-    parser.add_argument("--decoder", type=Path, help="phase-a checkpoint the s_a were computed with (recorded)")
+    parser.add_argument("--decoder", type=Path,
+                        help="phase-a `train decoder` run (or its shot_decoder/): its E_a gives the s_a targets")
+    parser.add_argument("--clip", type=Path, default=None,
+                        help="vision tower run for world data (default: the one the decoder run was trained with)")
+    parser.add_argument("--text-encoder", default=None, help="motion-text encoder dir (default: the decoder run's)")
+    parser.add_argument("--encode-batch", type=int, default=16, help="turns per encoder call when building sessions")
+    parser.add_argument("--eval-split", default="val,test",
+                        help="world data: held-out split(s) to evaluate on, comma-separated (default: %(default)s)")
+    parser.add_argument("--eval-windows", default=None, help="history windows compared (default: 0,1,k)")
+    parser.add_argument("--no-closed-loop", action="store_true", help="skip the closed-loop evaluation")
+    parser.add_argument("--no-rep-norm", action="store_true", help="train on raw s_a (no per-(token, dim) standardising)")
     parser.add_argument("--synthetic", type=int, default=0, metavar="N", help="train on N synthetic sessions")
     parser.add_argument("--synthetic-turns", type=int, default=8)
     parser.add_argument("--max-turns", type=int, default=5, help="longest training sample (history + target)")
@@ -49,64 +72,63 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rep-tokens", type=int, default=None, help="N (synthetic only; data dirs carry it)")
     parser.add_argument("--rep-dim", type=int, default=None, help="D (synthetic only; data dirs carry it)")
     parser.add_argument("--llm-path", type=str, default=None, help="local LLM checkpoint for --preset paper")
-    parser.add_argument("--eval-sessions", type=int, default=0, help="hold out the last K sessions and evaluate")
+    parser.add_argument("--eval-sessions", type=int, default=0,
+                        help="sessions dir / synthetic: hold out the last K sessions and evaluate; "
+                             "world data: evaluate at most K held-out sessions (0 = all)")
 
 
-def _sessions(args: argparse.Namespace, rep_tokens: int, rep_dim: int, seed: int) -> tuple[list, dict[str, Any]]:
+def _sessions(args: argparse.Namespace, rep_tokens: int, rep_dim: int, seed: int) -> tuple[list, list, dict[str, Any]]:
+    """(training sessions, held-out sessions, source info). Source info carries rep_tokens /
+    rep_dim (and n_text, rep stats) when the data fixes them."""
     from animegamer.engine.data import load_sessions, synthetic_sessions
+    from animegamer.engine.world_sessions import build_engine_splits, is_world_dataset, load_rep_stats
 
+    k = args.eval_sessions
     if args.synthetic:
-        return synthetic_sessions(args.synthetic, args.synthetic_turns, rep_tokens, rep_dim, seed=seed), {
-            "source": f"synthetic:{args.synthetic}x{args.synthetic_turns}:seed{seed}"}
+        sessions = synthetic_sessions(args.synthetic, args.synthetic_turns, rep_tokens, rep_dim, seed=seed)
+        held, train = (sessions[len(sessions) - k:], sessions[:len(sessions) - k]) if k else ([], sessions)
+        return train, held, {"source": f"synthetic:{args.synthetic}x{args.synthetic_turns}:seed{seed}"}
     if args.data is None:
-        raise SystemExit("train engine: pass --data DIR (precomputed engine sessions) or --synthetic N")
+        raise SystemExit("train engine: pass --data DIR (a world dataset or engine sessions) or --synthetic N")
+    if is_world_dataset(args.data):
+        if args.decoder is None:
+            raise SystemExit("train engine: --data is a world dataset: pass --decoder DECODER_RUN (phase a) so the "
+                             "s_a targets can be computed (and --clip CLIP_RUN unless the decoder run records it)")
+        splits = [x for x in args.eval_split.split(",") if x]
+        if any(x not in ("val", "test") for x in splits):
+            raise SystemExit(f"train engine: --eval-split takes val and/or test, got {args.eval_split!r}")
+        dirs = build_engine_splits(args.data, args.decoder, args.clip, Path(args.out) / "sessions", ("train", *splits),
+                                   batch_size=args.encode_batch, progress=not args.no_progress,
+                                   text_encoder=args.text_encoder, limit=args.limit)
+        train, meta = load_sessions(dirs["train"])
+        held: list = []
+        for x in splits:
+            held += load_sessions(dirs[x])[0]
+        held = held[:k] if k else held
+        return train, held, {"source": str(args.data), "sessions_dir": str(dirs["train"]), "eval_split": splits,
+                             "stats": load_rep_stats(dirs["train"]),
+                             **{key: meta[key] for key in ("rep_tokens", "rep_dim", "n_text", "n_visual", "build")}}
     if not (Path(args.data) / "engine_meta.json").is_file():
-        raise SystemExit(f"train engine: {args.data} has no engine_meta.json; write the sessions with "
-                         f"animegamer.engine.data.save_sessions (s_a precomputed by phase a's E_a)")
+        raise SystemExit(f"train engine: {args.data} is neither a world dataset nor engine sessions (no "
+                         f"engine_meta.json); write the sessions with animegamer.engine.data.save_sessions")
     sessions, meta = load_sessions(args.data, limit=args.limit)
-    return sessions, {"source": str(args.data), **meta}
+    held, train = (sessions[len(sessions) - k:], sessions[:len(sessions) - k]) if k else ([], sessions)
+    return train, held, {"source": str(args.data), "stats": load_rep_stats(args.data), **meta}
 
 
 def evaluate(engine, sessions: list, closed_loop: bool = False) -> dict[str, Any]:
-    """Motion-level accuracy, delta MAE and s_a similarity on whole sessions, per turn index.
+    """Motion-level accuracy, delta MAE and s_a similarity on whole sessions, per turn index, at
+    the engine's window (the full report with the window comparison: animegamer.engine.evaluate)."""
+    from animegamer.engine.evaluate import play_sessions, summarize
 
-    History is the true turns (teacher forcing) or, with ``closed_loop``, the engine's own
-    predictions (what a player gets). Uses engine.predict, i.e. the play-time path and window.
-    """
-    from animegamer.engine.data import turn_record
-    from animegamer.engine.sequence import DELTA_FIELDS, TurnRecord
-
-    engine.eval()
-    rows = []
-    for s in sessions:
-        hist: list[TurnRecord] = []
-        engine.reset_cache()
-        for t, d in enumerate(s):
-            true = turn_record(d)
-            p = engine.predict(hist, true.instruction, true.states)
-            cos = float(torch.nn.functional.cosine_similarity(p.s_a, true.s_a.float(), dim=-1).mean())
-            mse = float(((p.s_a - true.s_a.float()) ** 2).mean())
-            rows.append({"turn": t, "ml_ok": p.motion_level == true.motion_level,
-                         "mae": sum(abs(p.deltas[k] - true.deltas[k]) for k in DELTA_FIELDS) / 3,
-                         "cos": cos, "mse": mse, "sec": p.timings["total_s"]})
-            hist.append(TurnRecord(true.instruction, p.s_a, p.motion_level, p.deltas) if closed_loop else true)
-    if not rows:
-        return {}
-
-    def mean(key, rs):
-        return sum(float(r[key]) for r in rs) / len(rs)
-
-    per_turn = {}
-    for t in sorted({r["turn"] for r in rows}):
-        rs = [r for r in rows if r["turn"] == t]
-        per_turn[t] = {"cos": mean("cos", rs), "mse": mean("mse", rs), "acc_ml": mean("ml_ok", rs)}
-    return {"acc_motion_level": mean("ml_ok", rows), "mae_deltas": mean("mae", rows), "cos": mean("cos", rows),
-            "mse": mean("mse", rows), "sec_per_turn": mean("sec", rows), "turns": len(rows), "per_turn": per_turn}
+    return summarize(play_sessions(engine, sessions, closed_loop=closed_loop))
 
 
 def run(args: argparse.Namespace) -> int:
     from animegamer.engine.data import EngineCollate, EngineDataset
-    from animegamer.engine.model import EngineConfig, GameEngine, engine_config
+    from animegamer.engine.evaluate import evaluate_engine, format_summary, write_report
+    from animegamer.engine.model import EngineConfig, GameEngine, engine_config, load_engine
+    from animegamer.engine.world_sessions import rep_stats
     from animegamer.training.checkpoint import load_json, save_json_atomic
     from animegamer.training.cli import train_config_from_args
     from animegamer.training.loop import train
@@ -117,9 +139,9 @@ def run(args: argparse.Namespace) -> int:
     saved_cfg = out / ENGINE_RUN_CONFIG
     if args.resume and saved_cfg.is_file():  # the run's own engine config wins over the command line
         cfg = EngineConfig.from_dict(load_json(saved_cfg)["engine"])
-        sessions, source = _sessions(args, cfg.rep_tokens, cfg.rep_dim, tcfg.seed)
+        train_sessions, held, source = _sessions(args, cfg.rep_tokens, cfg.rep_dim, tcfg.seed)
     else:
-        over: dict[str, Any] = {"seed": tcfg.seed}
+        over: dict[str, Any] = {"seed": tcfg.seed, "rep_norm": not args.no_rep_norm}
         for key, val in (("window", args.window), ("lora_rank", args.lora_rank), ("alpha_mse", args.alpha_mse),
                          ("backbone_path", args.llm_path), ("rep_tokens", args.rep_tokens), ("rep_dim", args.rep_dim)):
             if val is not None:
@@ -127,32 +149,40 @@ def run(args: argparse.Namespace) -> int:
         if args.lora_rank is not None:
             over["lora_alpha"] = 2.0 * args.lora_rank
         cfg = engine_config(preset["engine"], **over)
-        sessions, source = _sessions(args, cfg.rep_tokens, cfg.rep_dim, tcfg.seed)
+        train_sessions, held, source = _sessions(args, cfg.rep_tokens, cfg.rep_dim, tcfg.seed)
         if "rep_tokens" in source:  # a data dir fixes N and D
             cfg = engine_config(preset["engine"], **{**over, "rep_tokens": source["rep_tokens"],
                                                      "rep_dim": source["rep_dim"]})
-    k = args.eval_sessions
-    held, train_sessions = (sessions[len(sessions) - k:], sessions[:len(sessions) - k]) if k else ([], sessions)
     if not train_sessions:
         raise SystemExit("train engine: no training sessions left after --eval-sessions")
 
     engine = GameEngine(cfg)
+    if cfg.rep_norm:  # statistics of the training s_a (a resumed run reloads the same from its checkpoint)
+        stats = source.get("stats")
+        engine.set_rep_stats(*(stats if stats is not None and "sessions_dir" in source else rep_stats(train_sessions)))
     dataset = EngineDataset(train_sessions, engine.builder, max_turns=args.max_turns)
     collate = EngineCollate(engine.vocab["<PAD>"], cfg.rep_tokens)
     n_train = sum(p.numel() for p in engine.trainable_parameters())
     print(f"[engine] preset={args.preset} backbone={cfg.backbone} N={cfg.rep_tokens} D={cfg.rep_dim} "
-          f"trainable={n_train / 1e6:.2f}M samples={len(dataset)} from {len(train_sessions)} sessions "
-          f"({source['source']})")
+          f"trainable={n_train / 1e6:.2f}M samples={len(dataset)} from {len(train_sessions)} sessions, "
+          f"{len(held)} held out ({source['source']})")
     out.mkdir(parents=True, exist_ok=True)
+    source = {k: v for k, v in source.items() if k != "stats"}
     if not saved_cfg.is_file():
         save_json_atomic({"engine": cfg.to_dict(), "data": source, "max_turns": args.max_turns,
                           "decoder": str(args.decoder) if args.decoder else None,
+                          "clip": str(args.clip) if args.clip else None,
                           "eval_sessions": args.eval_sessions}, saved_cfg)
     result = train(engine, dataset, collate, tcfg, out, resume=args.resume)
     print(f"[engine] step {result['step']} loss {result['loss']} -> {result['final_dir']}")
     if held:
-        ev = evaluate(engine, held)
-        save_json_atomic(ev, out / "eval.json")
-        print(f"[engine] held-out: acc_ml={ev['acc_motion_level']:.3f} mae_deltas={ev['mae_deltas']:.3f} "
-              f"cos={ev['cos']:.3f} sec/turn={ev['sec_per_turn']:.3f}")
+        del engine  # evaluate what was exported (EMA weights if any), through the loader players use
+        engine = load_engine(result["final_dir"])
+        windows = tuple(int(w) for w in args.eval_windows.split(",")) if args.eval_windows else None
+        report = evaluate_engine(engine, held, windows, closed_loop=not args.no_closed_loop,
+                                 n_text=source.get("n_text"), progress=not args.no_progress)
+        report.update(engine=str(result["final_dir"]), step=result["step"], data=source)
+        write_report(report, out)
+        save_json_atomic(report, Path(result["final_dir"]) / "metrics.json")
+        print("[engine] " + format_summary(report))
     return 0

@@ -25,9 +25,11 @@ PRESETS: dict[str, dict] = {
     },
     "default": {
         "autoencoder": "default", "frames_per_shot": 4, "kl_weight": 1e-6, "edge_weight": 0.5, "crop": (48, 72),
-        # 8 shots x 4 frames, 48x72 crops; bf16 autocast measured ~10% faster per step than fp32
-        "train": dict(steps=5000, batch_size=8, lr=5e-4, weight_decay=0.0, warmup_steps=200, ema_decay=0.999,
-                      mixed_precision="bf16", log_every=20, save_every=250, grad_clip=1.0),
+        # 8 shots x 4 frames, 48x72 crops; bf16 autocast measured ~10% faster per step than fp32.
+        # No EMA: with decay 0.999 a 2400-step run keeps ~9% of the initial weights (measured 18.8 dB
+        # held-out vs 25.0 dB for the live weights of this recipe, seed-1000 world data).
+        "train": dict(steps=2400, batch_size=8, lr=1e-3, weight_decay=0.0, warmup_steps=50, ema_decay=0.0,
+                      mixed_precision="bf16", log_every=20, save_every=100, grad_clip=1.0),
     },
 }
 

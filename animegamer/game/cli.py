@@ -1,0 +1,95 @@
+"""`animegamer play` (web UI, or --terminal) and `animegamer sessions list|delete|export`."""
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    play = subparsers.add_parser("play", help="play the game: a web page on localhost (or --terminal)",
+                                 description="Play AnimeGamer. Every turn is saved; reopen a game to continue it.")
+    play.add_argument("--terminal", action="store_true", help="play in this terminal instead of a browser")
+    play.add_argument("--model", default=None, metavar="PATH",
+                      help="model directory holding engine/ and shot_decoder/ (default: the shipped model)")
+    play.add_argument("--store", default=None, metavar="PATH",
+                      help="saved-games directory (default: $ANIMEGAMER_SAVES or the user data dir)")
+    play.add_argument("--host", default="127.0.0.1", help="web UI address (default: %(default)s, this machine only)")
+    play.add_argument("--port", type=int, default=7860, help="web UI port (default: %(default)s)")
+    play.add_argument("--open", dest="open_id", default=None, metavar="ID", help="continue this saved game")
+    play.add_argument("--characters", default=None, help="terminal: start a game with these (comma separated)")
+    play.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    play.set_defaults(func=_play)
+
+    sessions = subparsers.add_parser("sessions", help="saved games: list, delete, export")
+    sessions.add_argument("--store", default=None, metavar="PATH", help="saved-games directory")
+    ssub = sessions.add_subparsers(dest="action", metavar="ACTION")
+    ssub.required = True
+    ssub.add_parser("list", help="saved games, newest first").set_defaults(func=_list)
+    d = ssub.add_parser("delete", help="delete a saved game and its clips")
+    d.add_argument("id")
+    d.set_defaults(func=_delete)
+    e = ssub.add_parser("export", help="a game as one MP4 with the states drawn on it + a storyboard PNG")
+    e.add_argument("id")
+    e.add_argument("--out", default=None, help="output path stem (default: <store>/exports/<id>)")
+    e.add_argument("--fps", type=int, default=8)
+    e.set_defaults(func=_export)
+
+
+def _store(args: argparse.Namespace):
+    from animegamer.game.store import SessionStore
+
+    return SessionStore(args.store)
+
+
+def _play(args: argparse.Namespace) -> int:
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    from animegamer.game.session import Game
+
+    game = Game.load(args.model, store=args.store)
+    if args.terminal:
+        from animegamer.game.terminal import run_terminal
+
+        return run_terminal(game, open_id=args.open_id, characters=args.characters)
+    from animegamer.game.web import launch
+
+    launch(game, host=args.host, port=args.port)
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    import time
+
+    rows = _store(args).list_sessions()
+    if not rows:
+        print("no saved games")
+        return 0
+    print(f"{'id':<14}{'turns':>6}  {'last played':<17}characters / last instruction")
+    for r in rows:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.updated_at))
+        print(f"{r.id:<14}{r.n_turns:>6}  {when:<17}{', '.join(r.characters)}: {r.last_instruction[:60]}")
+    return 0
+
+
+def _delete(args: argparse.Namespace) -> int:
+    from animegamer.game.store import StoreError
+
+    try:
+        _store(args).delete_session(args.id)
+    except StoreError as e:
+        raise ValueError(str(e)) from None
+    print(f"deleted {args.id}")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from animegamer.game.store import StoreError, export_session
+
+    try:
+        mp4, png = export_session(_store(args), args.id, args.out, fps=args.fps)
+    except StoreError as e:
+        raise ValueError(str(e)) from None
+    print(mp4)
+    print(png)
+    return 0

@@ -1,0 +1,314 @@
+"""The game as an environment: ``Game`` holds the models and the saved games, ``GameSession.step``
+plays one turn. Every front end (web, terminal, evaluation) drives this interface only.
+
+    game = Game.load()                               # animegamer/weights/default/{engine,shot_decoder}
+    session = game.new_session(characters=["Qiqi"])
+    turn = session.step("Character: Qiqi; Motion: quickly run; Background: day town.")
+    turn.frames, turn.motion_level, turn.deltas, turn.states, turn.video_path
+    game.open_session(session.id).step("Qiqi sits down under a tree")  # continue a saved game
+
+One turn: the engine reads the session's history (its sliding window of past turns, each with
+the s_a the engine predicted for it) plus the instruction and the absolute states, and predicts
+s_a, the motion level and the state deltas; the decoder draws the shot from s_a and the motion
+level (NOT the social delta, a release bug); the session adds 5 x delta to its states (rules.py);
+the clip is written, then the turn is committed to the store in one transaction. Only then does
+the session's in-memory history change, so a failure anywhere leaves the game as it was.
+
+Reproducible: greedy engine decoding, and the decoder's noise is seeded per turn from the
+session's seed and the turn number, so replaying a game's instructions gives the same game.
+
+Input rules (``check_instruction``): after trimming, 1..500 characters of readable text (valid
+Unicode, no control characters, at least one letter). Characters: in the release's structured
+form the ``Character:`` field must name characters of this game (case-insensitive); in free text
+any cast member's name written with its capital (``Ren``) must belong to this game. Other words
+are free: the game has no fixed command set.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+import threading
+import time
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from animegamer.engine.sequence import TurnRecord
+from animegamer.game.store import SessionStore, StoreError, TurnRow, frames_of
+from animegamer.world.rules import apply_deltas, initial_states
+
+MAX_INSTRUCTION_CHARS = 500
+FPS = 8  # the paper's shots play at 8 fps
+DEFAULT_WEIGHTS = Path(__file__).resolve().parent.parent / "weights" / "default"
+ENGINE_FILES = ("engine/engine.json", "engine/engine.safetensors")
+DECODER_FILES = ("shot_decoder/shot_decoder.json", "shot_decoder/shot_decoder.safetensors", "shot_decoder/autoencoder")
+EXAMPLE = "Character: Qiqi; Motion: quickly run; Background: day town."
+
+Progress = Callable[[str, float], None]  # (stage, fraction done 0..1)
+
+
+class GameInputError(ValueError):
+    """The player's input cannot be played (the message says why and what to type instead)."""
+
+
+@dataclass
+class Turn:
+    """One played turn. ``states`` are the absolute states AFTER it, ``states_before`` before."""
+
+    index: int
+    instruction: str
+    motion_level: int
+    deltas: dict[str, int]
+    states: dict[str, int]
+    states_before: dict[str, int]
+    s_a: torch.Tensor  # (N, D) float32: what the engine predicted; the history carries exactly this
+    seed: int
+    video_path: Path
+    probs: list[list[float]] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    created_at: float = 0.0
+    _frames: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def frames(self) -> np.ndarray:
+        """uint8 (T, H, W, 3). For a reopened game, read back from the saved clip."""
+        if self._frames is None:
+            self._frames = frames_of(self.video_path)
+        return self._frames
+
+    def record(self) -> TurnRecord:
+        """This turn as the engine's history sees it."""
+        return TurnRecord(self.instruction, s_a=self.s_a, motion_level=self.motion_level,
+                          deltas=dict(self.deltas), states=dict(self.states_before))
+
+    @classmethod
+    def from_row(cls, row: TurnRow) -> "Turn":
+        return cls(row.idx, row.instruction, row.motion_level, row.deltas, row.states, row.states_before,
+                   row.s_a, row.seed, row.clip, row.probs, row.timings, row.created_at)
+
+
+def turn_seed(session_seed: int, index: int) -> int:
+    h = hashlib.blake2b(f"{int(session_seed)}:{int(index)}".encode(), digest_size=8).digest()
+    return int.from_bytes(h, "little") & (2**63 - 1)
+
+
+def _split_names(field_text: str) -> list[str]:
+    return [n.strip().strip(".").strip() for n in re.split(r",|\band\b|&", field_text, flags=re.I) if n.strip(" .")]
+
+
+def check_instruction(text: Any, characters: list[str], cast: list[str]) -> str:
+    """The instruction to play (trimmed, whitespace collapsed) or GameInputError. See the module doc."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise GameInputError(f"the instruction is not valid UTF-8 text ({e.reason} at byte {e.start})") from None
+    if not isinstance(text, str):
+        raise GameInputError(f"the instruction must be text, got {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise GameInputError("the instruction contains broken characters (unpaired surrogates); retype it") from None
+    text = unicodedata.normalize("NFC", text).strip()
+    if not text:
+        raise GameInputError(f"the instruction is empty: say what happens next, e.g. {EXAMPLE!r}")
+    if len(text) > MAX_INSTRUCTION_CHARS:
+        raise GameInputError(f"the instruction is {len(text)} characters long; keep it to {MAX_INSTRUCTION_CHARS}")
+    bad = sorted({c for c in text if (unicodedata.category(c) in ("Cc", "Cs", "Co", "Cn") and c not in "\t\n\r")
+                  or c == "\ufffd"})
+    if bad:
+        shown = ", ".join(f"U+{ord(c):04X}" for c in bad[:5])
+        raise GameInputError(f"the instruction contains unreadable or control characters ({shown}); retype it as plain text")
+    if not any(c.isalpha() for c in text):
+        raise GameInputError(f"the instruction has no words; say what happens next, e.g. {EXAMPLE!r}")
+    text = " ".join(text.split())
+    in_game = {c.lower(): c for c in characters}
+    known = {c.lower(): c for c in cast}
+    m = re.search(r"\bcharacters?\s*:\s*([^;]*)", text, flags=re.I)
+    if m:
+        names = _split_names(m.group(1))
+        if not names:
+            raise GameInputError(f"the Character field is empty; name one of this game's characters: {', '.join(characters)}")
+        for n in names:
+            if n.lower() not in known:
+                raise GameInputError(f"unknown character {n!r}; this game's characters: {', '.join(characters)}")
+            if n.lower() not in in_game:
+                raise GameInputError(f"{known[n.lower()]} is not in this game (its characters: {', '.join(characters)}); "
+                                     f"start a new game with {known[n.lower()]} to play them")
+    else:
+        for name in cast:
+            if name.lower() not in in_game and re.search(rf"\b{re.escape(name)}\b", text):
+                raise GameInputError(f"{name} is not in this game (its characters: {', '.join(characters)}); "
+                                     f"start a new game with {name} to play them")
+    return text
+
+
+class GameSession:
+    """One game: its characters, its turns (saved), its absolute states."""
+
+    def __init__(self, game: "Game", session_id: str, characters: list[str], seed: int,
+                 turns: list[Turn] | None = None) -> None:
+        self.game = game
+        self.id = session_id
+        self.characters = list(characters)
+        self.seed = int(seed)
+        self.turns: list[Turn] = list(turns or [])
+
+    def __repr__(self) -> str:
+        return f"GameSession(id={self.id!r}, characters={self.characters}, turns={len(self.turns)}, states={self.states})"
+
+    @property
+    def states(self) -> dict[str, int]:
+        """Absolute states now (before the next turn)."""
+        return dict(self.turns[-1].states) if self.turns else initial_states()
+
+    def history(self) -> list[TurnRecord]:
+        """Every past turn as the engine sees it (the engine picks its window from these)."""
+        return [t.record() for t in self.turns]
+
+    def check(self, instruction: Any) -> str:
+        return check_instruction(instruction, self.characters, self.game.cast)
+
+    def step(self, instruction: Any, progress: Progress | None = None) -> Turn:
+        """Play one turn. Raises GameInputError (nothing changes) for unplayable input."""
+        text = self.check(instruction)
+        progress = progress or (lambda stage, frac: None)
+        index = len(self.turns)
+        seed = turn_seed(self.seed, index)
+        before = self.states
+        game = self.game
+        with game.lock:  # the engine's KV cache and the CPU are shared by every session
+            t0 = time.perf_counter()
+            progress("thinking", 0.05)
+            pred = game.engine.predict(self.history(), text, states=before, temperature=game.temperature,
+                                       generator=torch.Generator().manual_seed(seed))
+            t1 = time.perf_counter()
+            progress("drawing", 0.35)
+            frames = game.decoder(pred.s_a, motion_level=pred.motion_level,
+                                  generator=torch.Generator().manual_seed(seed))
+            t2 = time.perf_counter()
+        progress("saving", 0.9)
+        from animegamer.video_io import save_mp4
+
+        store = game.store
+        clip = save_mp4(frames, store.new_clip_path(self.id, index), fps=game.fps)
+        after = apply_deltas(before, pred.deltas)
+        t3 = time.perf_counter()
+        timings = {"engine_s": t1 - t0, "decoder_s": t2 - t1, "clip_s": t3 - t2}
+        row = TurnRow(self.id, index, text, pred.motion_level, dict(pred.deltas), before, after, pred.s_a, seed,
+                      clip, pred.probs, timings, time.time())
+        try:
+            store.save_turn(row)
+        except BaseException:
+            clip.unlink(missing_ok=True)  # best effort; an orphan left by a kill is cleaned on the next open
+            raise
+        timings["save_s"] = time.perf_counter() - t3
+        turn = Turn.from_row(row)
+        turn._frames = frames
+        self.turns.append(turn)
+        progress("done", 1.0)
+        return turn
+
+    def export(self, out: str | Path | None = None) -> tuple[Path, Path]:
+        return self.game.export_session(self.id, out)
+
+
+class Game:
+    """The models + the saved games. Sessions share the models (one turn at a time: ``lock``)."""
+
+    def __init__(self, engine, decoder, store: SessionStore | str | Path | None = None,
+                 cast: list[str] | None = None, model_info: dict[str, Any] | None = None,
+                 temperature: float = 0.0, fps: int = FPS) -> None:
+        if cast is None:
+            from animegamer.world.cast import load_cast
+
+            cast = list(load_cast())
+        self.engine = engine.eval()
+        self.decoder = decoder.eval()
+        self.store = store if isinstance(store, SessionStore) else SessionStore(store)
+        self.cast = list(cast)
+        self.model_info = dict(model_info or {})
+        self.temperature = float(temperature)
+        self.fps = int(fps)
+        self.lock = threading.RLock()
+        n_eng, d_eng = engine.cfg.rep_tokens, engine.cfg.rep_dim
+        n_dec, d_dec = decoder.config.n_tokens, decoder.config.d_cond
+        if (n_eng, d_eng) != (n_dec, d_dec):
+            raise ValueError(f"the engine predicts s_a of {n_eng} x {d_eng} but the decoder reads {n_dec} x {d_dec}: "
+                             "these models were not trained together")
+
+    @classmethod
+    def from_models(cls, engine, decoder, store: SessionStore | str | Path | None = None, **kw: Any) -> "Game":
+        return cls(engine, decoder, store, **kw)
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, store: SessionStore | str | Path | None = None,
+             merge_lora: bool = True, **kw: Any) -> "Game":
+        """Models from ``path`` (default: the shipped ``animegamer/weights/default``) holding
+        ``engine/`` (save_engine) and ``shot_decoder/`` (ShotDecoder.save_pretrained)."""
+        root = Path(path).expanduser() if path is not None else DEFAULT_WEIGHTS
+        missing = [f for f in ENGINE_FILES + DECODER_FILES if not (root / f).exists()]
+        if missing:
+            raise FileNotFoundError(
+                f"no playable model in {root}: missing {', '.join(missing)}. A model directory holds engine/ "
+                "(written by `animegamer train engine`, its final/ directory) and shot_decoder/ (from "
+                "`animegamer train decoder` or `animegamer train adapt`, its final/ directory); copy or link "
+                "both there, or pass another directory with --model PATH")
+        from animegamer.engine.model import load_engine
+        from animegamer.models.shot_decoder import ShotDecoder
+
+        engine = load_engine(root / "engine")
+        if merge_lora:
+            engine.merge_lora(True)  # play only: folds the adapters in (faster per turn)
+        decoder = ShotDecoder.from_pretrained(root / "shot_decoder")
+        return cls(engine, decoder, store, model_info={"path": str(root)}, **kw)
+
+    # ------------------------------------------------------------------------- sessions
+    def canonical_characters(self, characters: list[str] | str) -> list[str]:
+        if isinstance(characters, str):
+            characters = _split_names(characters)
+        known = {c.lower(): c for c in self.cast}
+        out: list[str] = []
+        for c in characters:
+            name = known.get(str(c).strip().lower())
+            if name is None:
+                raise GameInputError(f"unknown character {c!r}; the cast: {', '.join(self.cast)}")
+            if name not in out:
+                out.append(name)
+        if not out:
+            raise GameInputError(f"choose at least one character: {', '.join(self.cast)}")
+        return out
+
+    def new_session(self, characters: list[str] | str, seed: int | None = None) -> GameSession:
+        chars = self.canonical_characters(characters)
+        seed = secrets.randbits(63) if seed is None else int(seed)
+        info = {**self.model_info, "rep_shape": [self.engine.cfg.rep_tokens, self.engine.cfg.rep_dim]}
+        row = self.store.create_session(chars, seed, info)
+        return GameSession(self, row.id, chars, seed)
+
+    def open_session(self, session_id: str) -> GameSession:
+        """A saved game, with exactly the context it was saved with (history incl. s_a, states)."""
+        row = self.store.get_session(session_id)
+        turns = [Turn.from_row(r) for r in self.store.load_turns(session_id)]
+        want = (self.engine.cfg.rep_tokens, self.engine.cfg.rep_dim)
+        if turns and tuple(turns[0].s_a.shape) != want:
+            raise StoreError(f"game {session_id} was played with a model whose s_a is {tuple(turns[0].s_a.shape)}; "
+                             f"this model's is {want} (model path then: {row.model.get('path', '?')})")
+        return GameSession(self, row.id, row.characters, row.seed, turns)
+
+    def list_sessions(self):
+        return self.store.list_sessions()
+
+    def delete_session(self, session_id: str) -> None:
+        self.store.delete_session(session_id)
+
+    def export_session(self, session_id: str, out: str | Path | None = None) -> tuple[Path, Path]:
+        """The whole game as one MP4 with the states drawn on it + a storyboard PNG."""
+        from animegamer.game.store import export_session
+
+        return export_session(self.store, session_id, out, fps=self.fps)

@@ -1,0 +1,222 @@
+"""`animegamer play`: the Gradio web page on localhost.
+
+Per browser tab, a ``gr.State`` holds that tab's ``GameSession``: two tabs are two games. Turns
+run one at a time (``Game.lock``: the models and the CPU are shared). The page only drives the
+session interface (``GameSession.step``, ``Game.open_session``, ...), never the models.
+"""
+from __future__ import annotations
+
+import html
+import time
+from typing import Any
+
+import cv2
+import gradio as gr
+import numpy as np
+
+from animegamer.game.session import EXAMPLE, Game, GameInputError, GameSession, Turn
+from animegamer.game.store import STATE_COLORS, StoreError
+from animegamer.world.instructions import _vocab, known_adverbs, known_places, known_times
+from animegamer.world.rules import STATE_NAMES, initial_states
+
+STAGES = {"thinking": "the engine is thinking", "drawing": "drawing the shot", "saving": "saving the turn",
+          "done": "done"}
+HISTORY_HEADERS = ["#", "instruction", "motion", "stamina", "social", "fun"]
+CSS = """
+#shot video { object-fit: contain; image-rendering: pixelated; background: #111; }
+.ag-bars { display: flex; flex-direction: column; gap: 8px; padding: 6px 2px; }
+.ag-row { display: grid; grid-template-columns: 110px 1fr 72px; align-items: center; gap: 8px; }
+.ag-name { font-weight: 600; text-transform: capitalize; }
+.ag-track { height: 16px; border-radius: 8px; background: #3a3d4a; overflow: hidden; }
+.ag-fill { height: 100%; border-radius: 8px; transition: width .4s; }
+.ag-val { font-variant-numeric: tabular-nums; text-align: right; }
+.ag-meta { opacity: .8; font-size: .95em; margin-bottom: 2px; }
+"""
+
+
+def motion_phrases() -> list[str]:
+    return [v.phrase for v in _vocab().verbs.values()]
+
+
+def compose_instruction(characters: list[str] | str | None, adverb: str | None, motion: str | None,
+                        time_of_day: str | None, place: str | None) -> str:
+    """The release's structured form from the helper dropdowns."""
+    if isinstance(characters, str):
+        characters = [characters]
+    chars = ", ".join(c for c in (characters or []) if c) or "?"
+    motion_text = " ".join(x for x in (adverb, motion) if x) or "?"
+    background = " ".join(x for x in (time_of_day, place) if x) or "?"
+    return f"Character: {chars}; Motion: {motion_text}; Background: {background}."
+
+
+def bars_html(states: dict[str, int] | None, turn: Turn | None = None) -> str:
+    states = states or initial_states()
+    rows = []
+    for name in STATE_NAMES:
+        v = int(states[name])
+        d = turn.deltas.get(name, 0) if turn else 0
+        delta = f" <small>({d:+d})</small>" if d else ""
+        r, g, b = STATE_COLORS[name]
+        rows.append(f'<div class="ag-row" data-state="{name}" data-value="{v}"><span class="ag-name">{name}</span>'
+                    f'<div class="ag-track"><div class="ag-fill" style="width:{v}%;background:rgb({r},{g},{b})"></div></div>'
+                    f'<span class="ag-val">{v}{delta}</span></div>')
+    meta = (f'<div class="ag-meta">turn {turn.index + 1} &middot; motion level <b>{turn.motion_level}</b> / 5</div>'
+            if turn else '<div class="ag-meta">new game: every state starts at 50</div>')
+    return f'<div class="ag-bars" id="ag-states">{meta}{"".join(rows)}</div>'
+
+
+def _text_bar(v: int) -> str:
+    n = round(int(v) / 20)
+    return "█" * n + "░" * (5 - n) + f" {int(v)}"
+
+
+def history_rows(session: GameSession | None) -> list[list[Any]]:
+    if session is None:
+        return []
+    return [[t.index + 1, t.instruction, t.motion_level] + [_text_bar(t.states[n]) for n in STATE_NAMES]
+            for t in reversed(session.turns)]
+
+
+def _thumb(frames: np.ndarray, min_h: int = 160) -> np.ndarray:
+    f = frames[len(frames) // 2]
+    zoom = max(1, -(-min_h // f.shape[0]))
+    interp = cv2.INTER_NEAREST if f.shape[0] < 64 else cv2.INTER_LINEAR
+    return cv2.resize(f, None, fx=zoom, fy=zoom, interpolation=interp) if zoom > 1 else f
+
+
+def gallery_items(session: GameSession | None) -> list[tuple[np.ndarray, str]]:
+    if session is None:
+        return []
+    return [(_thumb(t.frames), f"{t.index + 1}. {t.instruction}") for t in session.turns]
+
+
+def session_choices(game: Game) -> list[tuple[str, str]]:
+    out = []
+    for r in game.list_sessions():
+        when = time.strftime("%b %d %H:%M", time.localtime(r.updated_at))
+        last = f" - {r.last_instruction[:40]}" if r.last_instruction else ""
+        out.append((f"{', '.join(r.characters)} · {r.n_turns} turns · {when}{last} [{r.id}]", r.id))
+    return out
+
+
+def _view(game: Game, session: GameSession | None, message: str) -> tuple:
+    """Everything the page shows for a session: state, video, bars, history, gallery, message, title."""
+    last = session.turns[-1] if session and session.turns else None
+    title = (f"### Game `{session.id}` · {', '.join(session.characters)} · {len(session.turns)} turns"
+             if session else "### No game yet: pick characters, type an instruction, press Play")
+    return (session, str(last.video_path) if last else None, bars_html(session.states if session else None, last),
+            history_rows(session), gallery_items(session), message, title)
+
+
+def build_app(game: Game) -> gr.Blocks:
+    cast = list(game.cast)
+    with gr.Blocks(title="AnimeGamer") as demo:
+        session_state = gr.State(None)  # this tab's GameSession
+        gr.Markdown("# AnimeGamer\nYou are an anime character. Say what happens next: each instruction becomes "
+                    "a short animated shot and changes your stamina, social and entertainment. Every turn is saved.")
+        title = gr.Markdown("### No game yet: pick characters, type an instruction, press Play", elem_id="ag-title")
+        with gr.Row():
+            with gr.Column(scale=3):
+                video = gr.Video(label="the new shot", autoplay=True, loop=True, height=380, interactive=False,
+                                 elem_id="shot")
+                bars = gr.HTML(bars_html(None), elem_id="ag-bars-box")
+                history = gr.Dataframe(headers=HISTORY_HEADERS, value=[], label="history (newest first)",
+                                       interactive=False, wrap=True, elem_id="history", max_height=320,
+                                       column_widths=["7%", "38%", "10%", "15%", "15%", "15%"])
+            with gr.Column(scale=2):
+                instruction = gr.Textbox(label="what happens next?", placeholder=EXAMPLE, lines=2, max_lines=6,
+                                         elem_id="instruction")
+                with gr.Row():
+                    play = gr.Button("Play", variant="primary", elem_id="play")
+                message = gr.Markdown("", elem_id="ag-message")
+                with gr.Accordion("structured helper (the release's format)", open=False):
+                    h_char = gr.Dropdown(cast, value=[cast[0]], multiselect=True, max_choices=2, label="character(s)")
+                    with gr.Row():
+                        h_adv = gr.Dropdown([a for a in known_adverbs() if a], value="quickly", label="adverb",
+                                            allow_custom_value=True)
+                        h_motion = gr.Dropdown(motion_phrases(), value="run", label="motion", allow_custom_value=True)
+                    with gr.Row():
+                        h_time = gr.Dropdown(known_times(), value="day", label="time")
+                        h_place = gr.Dropdown(known_places(), value="town", label="place")
+                    compose = gr.Button("write it into the box")
+                with gr.Accordion("game: characters, restart, saved games, export", open=True):
+                    chars = gr.CheckboxGroup(cast, value=[cast[0]], label="characters of a new game",
+                                             elem_id="characters")
+                    restart = gr.Button("New game with these characters", elem_id="restart")
+                    with gr.Row():
+                        saved = gr.Dropdown(session_choices(game), label="saved games", scale=4, elem_id="saved")
+                        refresh = gr.Button("↻", scale=0, min_width=40)
+                    open_btn = gr.Button("Open saved game", elem_id="open")
+                    export_btn = gr.Button("Export this game (MP4 + storyboard)", elem_id="export")
+                    files = gr.File(label="export", file_count="multiple", interactive=False, visible=False,
+                                    elem_id="export-files")
+        gallery = gr.Gallery(label="timeline (click a shot to replay it)", columns=8, height=200,
+                             object_fit="contain", allow_preview=False, fit_columns=False, elem_id="timeline")
+
+        view = [session_state, video, bars, history, gallery, message, title]
+
+        def do_play(session: GameSession | None, text: str, characters: list[str], progress=gr.Progress()):
+            try:
+                if session is None:
+                    session = game.new_session(characters or [cast[0]])
+                turn = session.step(text, progress=lambda stage, frac: progress(frac, desc=STAGES.get(stage, stage)))
+            except GameInputError as e:
+                return (*_view(game, session, f"⚠️ {html.escape(str(e))}"), gr.update(), gr.update())
+            except StoreError as e:
+                return (*_view(game, session, f"⚠️ {html.escape(str(e))}"), gr.update(), gr.update())
+            msg = (f"turn {turn.index + 1}: motion level {turn.motion_level}, "
+                   f"{turn.timings.get('engine_s', 0) + turn.timings.get('decoder_s', 0):.1f} s · clip `{turn.video_path.name}`")
+            return (*_view(game, session, msg), "", gr.update(choices=session_choices(game), value=session.id))
+
+        def do_restart(characters: list[str]):
+            try:
+                session = game.new_session(characters)
+            except GameInputError as e:
+                return (*_view(game, None, f"⚠️ {html.escape(str(e))}"), gr.update())
+            return (*_view(game, session, f"new game with {', '.join(session.characters)}"),
+                    gr.update(choices=session_choices(game), value=session.id))
+
+        def do_open(session_id: str | None, current: GameSession | None):
+            if not session_id:
+                return (*_view(game, current, "choose a saved game first"), gr.update())
+            try:
+                session = game.open_session(session_id)
+            except StoreError as e:
+                return (*_view(game, current, f"⚠️ {html.escape(str(e))}"), gr.update())
+            return (*_view(game, session, f"continuing game {session.id}"), gr.update(value=session.characters))
+
+        def do_export(session: GameSession | None):
+            if session is None or not session.turns:
+                return gr.update(value=None, visible=False), "play a turn first: there is nothing to export yet"
+            mp4, png = session.export()
+            return gr.update(value=[str(mp4), str(png)], visible=True), f"exported `{mp4.name}` and `{png.name}`"
+
+        def do_select(session: GameSession | None, evt: gr.SelectData):
+            if session is None or evt.index is None or not 0 <= int(evt.index) < len(session.turns):
+                return gr.update()
+            return str(session.turns[int(evt.index)].video_path)
+
+        play_inputs = [session_state, instruction, chars]
+        play_outputs = [*view, instruction, saved]
+        play.click(do_play, play_inputs, play_outputs, concurrency_limit=1)
+        instruction.submit(do_play, play_inputs, play_outputs, concurrency_limit=1)
+        compose.click(compose_instruction, [h_char, h_adv, h_motion, h_time, h_place], instruction)
+        restart.click(do_restart, [chars], [*view, saved])
+        refresh.click(lambda: gr.update(choices=session_choices(game)), None, saved)
+        open_btn.click(do_open, [saved, session_state], [*view, chars])
+        export_btn.click(do_export, [session_state], [files, message])
+        gallery.select(do_select, [session_state], video)
+        demo.load(lambda: gr.update(choices=session_choices(game)), None, saved)  # games saved since startup
+    return demo
+
+
+def launch(game: Game, host: str = "127.0.0.1", port: int = 7860, block: bool = True, quiet: bool = False):
+    """Serve the page. ``block=False`` returns (app, url) with the server running in a thread."""
+    demo = build_app(game)
+    demo.queue(default_concurrency_limit=4)
+    if not quiet:
+        print(f"AnimeGamer: open http://{host}:{port} in your browser (saved games: {game.store.root})")
+    _, url, _ = demo.launch(server_name=host, server_port=port, allowed_paths=[str(game.store.root)],
+                            prevent_thread_lock=not block, quiet=quiet, inbrowser=False, css=CSS,
+                            footer_links=[], theme=gr.themes.Soft())
+    return demo, url
