@@ -89,9 +89,12 @@ class DecoderBatch:
     f_md: torch.Tensor  # (B, n_text, d_t) motion-description token states, padding zeroed
     f_v: torch.Tensor  # (B, n_visual, d_v) vision-tower patch tokens of the FIRST frame
     motion_level: torch.Tensor  # (B,) int64 in 1..5
+    # phase c: the engine's PREDICTED s_a (B, N, D), used instead of E_a(f_md, f_v) when given
+    s_a: torch.Tensor | None = None
 
     def to(self, device: torch.device | str) -> "DecoderBatch":
-        return DecoderBatch(*(t.to(device) for t in (self.latents, self.f_md, self.f_v, self.motion_level)))
+        return DecoderBatch(*(t.to(device) for t in (self.latents, self.f_md, self.f_v, self.motion_level)),
+                            s_a=None if self.s_a is None else self.s_a.to(device))
 
     def __len__(self) -> int:
         return self.latents.shape[0]
@@ -103,6 +106,7 @@ def collate_decoder(items: list[dict[str, torch.Tensor]]) -> DecoderBatch:
         f_md=torch.stack([it["f_md"] for it in items]),
         f_v=torch.stack([it["f_v"] for it in items]),
         motion_level=torch.stack([torch.as_tensor(it["motion_level"]).long() for it in items]),
+        s_a=torch.stack([it["s_a"] for it in items]) if "s_a" in items[0] else None,
     )
 
 
@@ -130,7 +134,7 @@ class Denoiser(nn.Module):
     def condition(self, batch: DecoderBatch, dropout: float) -> tuple[torch.Tensor, torch.Tensor]:
         """s_a for the batch, with a ``dropout`` fraction of rows replaced by the null branch."""
         ea = self.net.action_encoder
-        s_a = ea(batch.f_md, batch.f_v)  # (B, N, D)
+        s_a = batch.s_a if batch.s_a is not None else ea(batch.f_md, batch.f_v)  # (B, N, D)
         drop = torch.rand(len(batch), device=s_a.device) < dropout  # (B,)
         if dropout > 0 and bool(drop.any()):
             s_a = torch.where(drop[:, None, None], ea.null(len(batch)), s_a)  # (B, N, D)

@@ -64,6 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup-stage-steps", type=int, default=None,
                         help="paper's warm-up stage (transformer frozen); 0 skips it (default: preset)")
     parser.add_argument("--warmup-stage-lr", type=float, default=None, help="lr of the warm-up stage")
+    parser.add_argument("--freeze-action-encoder", action="store_true",
+                        help="joint stage: keep E_a as the warm-up stage left it, so phase b can train on the "
+                             "warm-up's E_a (warmup/final/shot_decoder) while the transformer keeps training")
     parser.add_argument("--random-frame", action="store_true",
                         help="ablation: f_v from a random frame of the shot instead of the first")
     parser.add_argument("--no-motion-level", action="store_true",
@@ -197,20 +200,25 @@ def _module_class():
     class DecoderTrainModule(nn.Module):
         """Wraps the Denoiser for the loop; stage "warmup" trains only E_a + motion MLP + text_proj."""
 
-        def __init__(self, denoiser, autoencoder, stage: str) -> None:
+        def __init__(self, denoiser, autoencoder, stage: str, freeze_action_encoder: bool = False) -> None:
             super().__init__()
             if stage not in ("warmup", "joint"):
                 raise ValueError(f"stage must be 'warmup' or 'joint', got {stage!r}")
             self.denoiser, self.stage = denoiser, stage
+            self.freeze_action_encoder = freeze_action_encoder and stage == "joint"
             self._ae = (autoencoder,)  # not a submodule: frozen, not in the training checkpoints
             denoiser.net.set_warmup(stage == "warmup")
+            if self.freeze_action_encoder:
+                denoiser.net.action_encoder.requires_grad_(False)
 
         def forward(self, batch):
             return self.denoiser(batch)
 
         def trainable_parameters(self):
             net = self.denoiser.net
-            return net.warmup_parameters() if self.stage == "warmup" else list(net.parameters())
+            if self.stage == "warmup":
+                return net.warmup_parameters()
+            return [p for p in net.parameters() if p.requires_grad]
 
         def shot_decoder(self) -> ShotDecoder:
             return ShotDecoder(self.denoiser.net, self._ae[0], self.denoiser.config)
@@ -219,8 +227,8 @@ def _module_class():
             self.shot_decoder().save_pretrained(Path(directory) / "shot_decoder")
 
         def config_dict(self) -> dict:
-            return {"stage": self.stage, "decoder": self.denoiser.net.config.to_dict(),
-                    "diffusion": self.denoiser.config.to_dict()}
+            return {"stage": self.stage, "freeze_action_encoder": self.freeze_action_encoder,
+                    "decoder": self.denoiser.net.config.to_dict(), "diffusion": self.denoiser.config.to_dict()}
 
     return DecoderTrainModule
 
@@ -365,11 +373,14 @@ def run(args: argparse.Namespace) -> int:
             cfg, steps=warm_steps, lr=args.warmup_stage_lr or preset["warmup_stage_lr"],
             warmup_steps=min(cfg.warmup_steps, max(1, warm_steps // 10)),
             save_every=min(cfg.save_every, warm_steps) if cfg.save_every else 0,
+            # No EMA in this short stage: the joint stage continues from the LIVE weights, so warmup/final
+            # must hold the same E_a (phase b may train on it, --freeze-action-encoder).
+            ema_decay=0.0,
         )
         results["warmup"] = train(Module(denoiser, ae, "warmup"), train_ds, collate_decoder, wcfg, out / "warmup",
                                   resume=args.resume)
     # 4. joint stage
-    module = Module(denoiser, ae, "joint")
+    module = Module(denoiser, ae, "joint", freeze_action_encoder=args.freeze_action_encoder)
     results["joint"] = train(module, train_ds, collate_decoder, cfg, out / "joint", resume=args.resume)
 
     # 5. evaluation of the exported (EMA) pipeline

@@ -1,0 +1,99 @@
+"""Phase c end to end on tiny models: clip -> vae -> decoder (E_a frozen after warm-up) -> engine
+on the warm-up's E_a -> adapt on the engine's predicted s_a.
+
+A 20-session x 2-turn world at 48 x 72; every phase runs through its real command-line entry.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+import torch
+
+from animegamer.training.checkpoint import load_safetensors
+
+torch.set_num_threads(1)
+
+
+def run_phase(name: str, argv: list[str]) -> None:
+    import importlib
+
+    phase = importlib.import_module(f"animegamer.phases.{name}")
+    parser = argparse.ArgumentParser()
+    phase.add_arguments(parser)
+    assert phase.run(parser.parse_args(argv + ["--no-progress"])) == 0
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    from animegamer.world.dataset import RenderConfig, render_dataset
+
+    root = tmp_path_factory.mktemp("adapt")
+    world = root / "world"
+    render_dataset(RenderConfig(sessions=20, turns=2, height=48, width=72, workers=1), world, progress=False)
+    w = str(world)
+    run_phase("clip", ["--preset", "tiny", "--data", w, "--out", str(root / "clip"), "--steps", "2"])
+    run_phase("vae", ["--preset", "tiny", "--data", w, "--out", str(root / "vae"), "--steps", "2"])
+    run_phase("decoder", ["--preset", "tiny", "--data", w, "--clip", str(root / "clip"), "--vae", str(root / "vae"),
+                          "--out", str(root / "decoder"), "--steps", "3", "--freeze-action-encoder",
+                          "--samples", "0", "--eval-shots", "4"])
+    # the engine learns from the warm-up's E_a while (in a real run) the joint stage goes on
+    run_phase("engine", ["--preset", "tiny", "--data", w, "--decoder",
+                         str(root / "decoder" / "warmup" / "final" / "shot_decoder"),
+                         "--out", str(root / "engine"), "--steps", "2", "--no-closed-loop", "--eval-windows", "1"])
+    return {"root": root, "world": world}
+
+
+def test_joint_stage_keeps_the_warmup_action_encoder(runs):
+    dec = runs["root"] / "decoder"
+    warm = load_safetensors(dec / "warmup" / "final" / "shot_decoder" / "shot_decoder.safetensors")
+    joint = load_safetensors(dec / "joint" / "final" / "shot_decoder" / "shot_decoder.safetensors")
+    ea = [k for k in warm if k.startswith("action_encoder.")]
+    assert ea and all(torch.equal(warm[k], joint[k]) for k in ea)
+    assert any(not torch.equal(warm[k], joint[k]) for k in warm if k.startswith("transformer.transformer_blocks"))
+
+
+def test_adapt_trains_the_transformer_on_predicted_s_a_and_resumes(runs):
+    from animegamer.models.shot_decoder import ShotDecoder
+    from animegamer.training.loop import read_log
+
+    root, out = runs["root"], runs["root"] / "adapt"
+    argv = ["--preset", "tiny", "--data", str(runs["world"]), "--engine", str(root / "engine"),
+            "--decoder", str(root / "decoder"), "--out", str(out), "--steps", "2", "--eval-shots", "4"]
+    run_phase("adapt", argv)
+    parts = sorted((out / "predicted_closed").glob("part_*.safetensors"))
+    assert parts and load_safetensors(parts[0])["s_a"].dim() == 3
+    base = ShotDecoder.from_pretrained(root / "decoder" / "joint" / "final" / "shot_decoder")
+    adapted = ShotDecoder.from_pretrained(out / "final" / "shot_decoder")
+    b, a = base.net.state_dict(), adapted.net.state_dict()
+    assert all(torch.equal(b[k], a[k]) for k in b if k.startswith("action_encoder."))  # E_a frozen
+    assert any(not torch.equal(b[k], a[k]) for k in b if k.startswith("transformer."))
+    m = json.loads((out / "final" / "metrics.json").read_text())
+    assert m["train_turns"] > 0 and m["history"] == "closed"
+    ho = m["heldout_v_loss_predicted_s_a"]
+    assert ho["turns"] > 0 and set(ho["before"]) == set(ho["after"]) and ho["before"]
+    # resume: predictions are reused, training continues to the new step count
+    stamp = parts[0].stat().st_mtime_ns
+    run_phase("adapt", argv[:-4] + ["--steps", "3", "--eval-shots", "4", "--resume"])
+    assert read_log(out)[-1]["step"] == 3 and parts[0].stat().st_mtime_ns == stamp
+
+
+def test_predicted_s_a_replaces_action_encoder_in_the_loss():
+    from animegamer.models.decoder import DecoderNet, decoder_preset
+    from animegamer.models.diffusion import DecoderBatch, Denoiser, DiffusionConfig
+
+    torch.manual_seed(0)
+    cfg = decoder_preset("tiny")
+    den = Denoiser(DecoderNet(cfg), DiffusionConfig()).eval()
+    g = torch.Generator().manual_seed(0)
+    base = DecoderBatch(torch.randn(2, *cfg.latent_shape, generator=g), torch.randn(2, cfg.n_text, cfg.d_text_in),
+                        torch.randn(2, cfg.n_visual, cfg.d_visual_in), torch.tensor([1, 5]))
+    t, noise = torch.tensor([500, 500]), torch.randn(2, *cfg.latent_shape, generator=g)
+    with torch.no_grad():
+        ea = den.net.action_encoder(base.f_md, base.f_v)
+        same = DecoderBatch(*(base.latents, base.f_md, base.f_v, base.motion_level), s_a=ea)
+        other = DecoderBatch(*(base.latents, base.f_md, base.f_v, base.motion_level), s_a=torch.randn_like(ea))
+        l0, l1, l2 = (den(x, timesteps=t, noise=noise)[0] for x in (base, same, other))
+    torch.testing.assert_close(l0, l1)
+    assert not torch.allclose(l0, l2)
