@@ -97,3 +97,31 @@ def test_predicted_s_a_replaces_action_encoder_in_the_loss():
         l0, l1, l2 = (den(x, timesteps=t, noise=noise)[0] for x in (base, same, other))
     torch.testing.assert_close(l0, l1)
     assert not torch.allclose(l0, l2)
+
+
+def test_pack_makes_a_playable_fp16_model(runs, tmp_path):
+    from animegamer.game.cli import register
+    from animegamer.game.session import Game
+    from animegamer.training.checkpoint import load_safetensors
+
+    root = runs["root"]
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="command"))
+    out = tmp_path / "model"
+    args = parser.parse_args(["model", "pack", "--engine", str(root / "engine"), "--decoder", str(root / "decoder"),
+                              "--out", str(out)])
+    assert args.func(args) == 0
+    eng = load_safetensors(out / "engine" / "engine.safetensors")
+    assert eng["rep_mean"].dtype == torch.float32
+    assert all(v.dtype == torch.float16 for k, v in eng.items() if v.is_floating_point() and not k.startswith("rep_"))
+    info = json.loads((out / "model.json").read_text())
+    assert info["dtype"] == "float16" and info["engine"]["from"].endswith("final")
+    game = Game.load(out, store=tmp_path / "saves")
+    turn = game.new_session(["Qiqi"]).step("Character: Qiqi; Motion: quickly run; Background: day town.")
+    assert turn.frames.dtype.name == "uint8" and turn.frames.shape[-1] == 3 and 1 <= turn.motion_level <= 5
+    # a mismatched pair is refused with a clear message, and the old model stays
+    with pytest.raises(FileNotFoundError, match="no engine"):
+        from animegamer.game.pack import pack_model
+
+        pack_model(tmp_path / "nowhere", root / "decoder", out)
+    assert Game.load(out, store=tmp_path / "saves2").engine is not None

@@ -33,6 +33,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--fps", type=int, default=8)
     e.set_defaults(func=_export)
 
+    model = subparsers.add_parser("model", help="model directories: pack training runs into a playable model")
+    msub = model.add_subparsers(dest="action", metavar="ACTION")
+    msub.required = True
+    pk = msub.add_parser("pack", help="engine run + decoder (or adapt) run -> a model directory Game.load reads")
+    pk.add_argument("--engine", required=True, help="`train engine` run dir (or its final/)")
+    pk.add_argument("--decoder", required=True, help="`train adapt` or `train decoder` run dir (or shot_decoder/)")
+    pk.add_argument("--out", required=True, help="model directory to write (replaced atomically)")
+    pk.add_argument("--fp32", action="store_true", help="keep fp32 weights (default: fp16, half the size)")
+    pk.add_argument("--provenance", default=None, metavar="JSON",
+                    help="a JSON file (e.g. the training commands and data seeds) copied into model.json")
+    pk.set_defaults(func=_pack)
+
+
+def _pack(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from animegamer.game.pack import model_bytes, pack_model
+
+    prov = json.loads(Path(args.provenance).read_text()) if args.provenance else None
+    out = pack_model(args.engine, args.decoder, args.out, fp16=not args.fp32, provenance=prov)
+    print(f"model written to {out} ({model_bytes(out) / 1e6:.1f} MB)")
+    return 0
+
 
 def _store(args: argparse.Namespace):
     from animegamer.game.store import SessionStore

@@ -1,0 +1,79 @@
+"""Assemble a playable model directory from training runs (what ``Game.load`` reads).
+
+    animegamer model pack --engine runs/engine --decoder runs/adapt --out animegamer/weights/default \
+        --provenance docs/provenance.json
+
+Output: ``OUT/engine/`` (engine.json + engine.safetensors: LoRA, new embeddings, queries,
+resamplers; the base LLM comes from its package) and ``OUT/shot_decoder/`` (ShotDecoder:
+E_a + transformer + autoencoder), fp16 by default: half the bytes, and the game runs them in
+fp32 / bf16 autocast anyway, so fp16 storage costs nothing measurable. ``OUT/model.json`` records
+where each part came from (run directories, their metrics, the training commands if given).
+The whole directory is written atomically: a failed pack leaves the previous model in place.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def _engine_final(path: Path) -> Path:
+    from animegamer.engine.model import ENGINE_CONFIG
+
+    for p in (path / "final", path / "engine", path):
+        if (p / ENGINE_CONFIG).is_file():
+            return p
+    raise FileNotFoundError(f"{path}: no engine (engine.json) in it, its final/ or its engine/")
+
+
+def _decoder_dir(path: Path) -> Path:
+    from animegamer.models.shot_decoder import CONFIG_NAME
+
+    for p in (path / "final" / "shot_decoder", path / "joint" / "final" / "shot_decoder", path / "shot_decoder", path):
+        if (p / CONFIG_NAME).is_file():
+            return p
+    raise FileNotFoundError(f"{path}: no shot decoder (a `train decoder` or `train adapt` run, its final/, "
+                            f"or a shot_decoder/ directory)")
+
+
+def _metrics(run_dir: Path) -> dict[str, Any]:
+    for p in (run_dir / "metrics.json", run_dir.parent / "metrics.json"):
+        if p.is_file():
+            return json.loads(p.read_text())
+    return {}
+
+
+def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: bool = True,
+               provenance: dict[str, Any] | None = None) -> Path:
+    """Copy the engine and shot decoder of two runs into one model directory (see module doc)."""
+    from animegamer.engine.model import load_engine, save_engine
+    from animegamer.models.shot_decoder import ShotDecoder
+    from animegamer.training.checkpoint import atomic_dir, save_json_atomic
+
+    engine_dir, decoder_dir = _engine_final(Path(engine)), _decoder_dir(Path(decoder))
+    eng = load_engine(engine_dir)
+    dec = ShotDecoder.from_pretrained(decoder_dir)
+    n_eng, d_eng, n_dec, d_dec = eng.cfg.rep_tokens, eng.cfg.rep_dim, dec.config.n_tokens, dec.config.d_cond
+    if (n_eng, d_eng) != (n_dec, d_dec):
+        raise ValueError(f"{engine_dir} predicts s_a of {n_eng} x {d_eng} but {decoder_dir} reads {n_dec} x {d_dec}")
+    dtype = torch.float16 if fp16 else None
+    with atomic_dir(out) as tmp:
+        save_engine(eng, tmp / "engine")
+        if fp16:  # the rep statistics stay fp32 (tiny, and they scale every prediction)
+            from animegamer.engine.model import ENGINE_WEIGHTS
+            from animegamer.training.checkpoint import load_safetensors, save_safetensors_atomic
+
+            sd = load_safetensors(tmp / "engine" / ENGINE_WEIGHTS)
+            sd = {k: v.half() if v.is_floating_point() and not k.startswith("rep_") else v for k, v in sd.items()}
+            save_safetensors_atomic(sd, tmp / "engine" / ENGINE_WEIGHTS, metadata={"kind": "animegamer-engine"})
+        dec.save_pretrained(tmp / "shot_decoder", dtype=dtype)
+        save_json_atomic({"engine": {"from": str(engine_dir), "metrics": _metrics(engine_dir)},
+                          "shot_decoder": {"from": str(decoder_dir), "metrics": _metrics(decoder_dir.parent)},
+                          "dtype": "float16" if fp16 else "float32", **(provenance or {})}, tmp / "model.json")
+    return Path(out)
+
+
+def model_bytes(path: str | Path) -> int:
+    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
