@@ -40,7 +40,7 @@ import torch
 
 from animegamer.engine.sequence import TurnRecord
 from animegamer.game.store import SessionStore, StoreError, TurnRow, frames_of
-from animegamer.world.rules import apply_deltas, initial_states
+from animegamer.world.rules import HIGH, LOW, STATE_NAMES, apply_deltas, initial_states
 
 MAX_INSTRUCTION_CHARS = 500
 FPS = 8  # the paper's shots play at 8 fps
@@ -148,16 +148,30 @@ def check_instruction(text: Any, characters: list[str], cast: list[str]) -> str:
     return text
 
 
+def check_states(states: dict[str, Any]) -> dict[str, int]:
+    """Absolute start states: exactly stamina / social / entertainment, integers in 0..100."""
+    if set(states) != set(STATE_NAMES):
+        raise GameInputError(f"start states need exactly {', '.join(STATE_NAMES)}, got {sorted(states)}")
+    out = {}
+    for k in STATE_NAMES:
+        v = states[k]
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not LOW <= int(v) <= HIGH:
+            raise GameInputError(f"start state {k} must be an integer in {LOW}..{HIGH}, got {v!r}")
+        out[k] = int(v)
+    return out
+
+
 class GameSession:
     """One game: its characters, its turns (saved), its absolute states."""
 
     def __init__(self, game: "Game", session_id: str, characters: list[str], seed: int,
-                 turns: list[Turn] | None = None) -> None:
+                 turns: list[Turn] | None = None, start_states: dict[str, int] | None = None) -> None:
         self.game = game
         self.id = session_id
         self.characters = list(characters)
         self.seed = int(seed)
         self.turns: list[Turn] = list(turns or [])
+        self.start_states = dict(start_states) if start_states else initial_states()
 
     def __repr__(self) -> str:
         return f"GameSession(id={self.id!r}, characters={self.characters}, turns={len(self.turns)}, states={self.states})"
@@ -165,7 +179,7 @@ class GameSession:
     @property
     def states(self) -> dict[str, int]:
         """Absolute states now (before the next turn)."""
-        return dict(self.turns[-1].states) if self.turns else initial_states()
+        return dict(self.turns[-1].states) if self.turns else dict(self.start_states)
 
     def history(self) -> list[TurnRecord]:
         """Every past turn as the engine sees it (the engine picks its window from these)."""
@@ -284,12 +298,18 @@ class Game:
             raise GameInputError(f"choose at least one character: {', '.join(self.cast)}")
         return out
 
-    def new_session(self, characters: list[str] | str, seed: int | None = None) -> GameSession:
+    def new_session(self, characters: list[str] | str, seed: int | None = None,
+                    states: dict[str, int] | None = None) -> GameSession:
+        """``states``: start "mid-life" from these absolute states (default: all 50), e.g. to replay a
+        recorded session whose first turn did not start fresh (evaluation)."""
         chars = self.canonical_characters(characters)
         seed = secrets.randbits(63) if seed is None else int(seed)
         info = {**self.model_info, "rep_shape": [self.engine.cfg.rep_tokens, self.engine.cfg.rep_dim]}
+        if states is not None:
+            states = check_states(states)
+            info["start_states"] = states
         row = self.store.create_session(chars, seed, info)
-        return GameSession(self, row.id, chars, seed)
+        return GameSession(self, row.id, chars, seed, start_states=states)
 
     def open_session(self, session_id: str) -> GameSession:
         """A saved game, with exactly the context it was saved with (history incl. s_a, states)."""
@@ -299,7 +319,7 @@ class Game:
         if turns and tuple(turns[0].s_a.shape) != want:
             raise StoreError(f"game {session_id} was played with a model whose s_a is {tuple(turns[0].s_a.shape)}; "
                              f"this model's is {want} (model path then: {row.model.get('path', '?')})")
-        return GameSession(self, row.id, row.characters, row.seed, turns)
+        return GameSession(self, row.id, row.characters, row.seed, turns, start_states=row.model.get("start_states"))
 
     def list_sessions(self):
         return self.store.list_sessions()

@@ -45,6 +45,7 @@ class RenderConfig:
     fps: int = 8
     workers: int = 2
     min_turns: int | None = None  # if set, sessions have min_turns..turns turns
+    split: str | None = None  # if set, every session is planned as this split (e.g. "test": held-out templates)
 
     def __post_init__(self) -> None:
         checks = [
@@ -57,6 +58,7 @@ class RenderConfig:
             (self.workers >= 1, f"workers must be >= 1, got {self.workers}"),
             (self.min_turns is None or 1 <= self.min_turns <= self.turns,
              f"min_turns must be in 1..turns, got {self.min_turns}"),
+            (self.split in (None, "train", "val", "test"), f"split must be train, val or test, got {self.split!r}"),
         ]
         for ok, msg in checks:
             if not ok:
@@ -80,7 +82,8 @@ def _render_one(args: tuple[RenderConfig, int, str]) -> list[dict]:
     if session_json.exists():  # resuming an interrupted render
         return json.loads(session_json.read_text())
     rows = []
-    for shot in render_session(cfg.seed, index, _session_turns(cfg, index), cfg.height, cfg.width, cfg.frames, cfg.fps):
+    for shot in render_session(cfg.seed, index, _session_turns(cfg, index), cfg.height, cfg.width, cfg.frames, cfg.fps,
+                               split=cfg.split):
         rel = f"shots/{index:06d}_{shot.row['turn']:02d}.npz"
         write_npz(Path(out) / rel, delta=encode_delta(shot.frames))
         row = dict(shot.row, shot=rel, flow_magnitude=flow_magnitude(shot.frames))
@@ -130,6 +133,8 @@ def render_dataset(cfg: RenderConfig, out: str | os.PathLike, progress: bool = T
         "bytes_per_1000_shots": int(nbytes * 1000 / max(len(rows), 1)),
         "level_counts": {str(k): sum(r["motion_level"] == k for r in rows) for k in range(1, 6)},
     }
+    if cfg.split is not None:
+        meta["split"] = cfg.split
     write_json(out / "meta.json", meta)
     return meta
 

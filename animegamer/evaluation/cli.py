@@ -1,0 +1,99 @@
+"""`animegamer eval` (the paper's table on held-out sessions) and `animegamer bench` (per-stage
+latency and memory of a turn)."""
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    ev = subparsers.add_parser(
+        "eval", help="play held-out world sessions through the game and grade them (the paper's table)",
+        description="Play held-out world sessions through GameSession (as a player would) with the model, its "
+                    "ablations and baselines (each another model dir), grade every turn against the ground truth, "
+                    "and write OUT/eval.json, eval.md, eval.png and contact_sheet.png.")
+    ev.add_argument("--sessions", type=int, default=20, help="held-out sessions to play (default: %(default)s)")
+    ev.add_argument("--out", required=True, metavar="DIR", help="output directory (reruns reuse finished systems)")
+    ev.add_argument("--model", default=None, metavar="PATH",
+                    help="model directory with engine/ and shot_decoder/ (default: the shipped model)")
+    src = ev.add_mutually_exclusive_group()
+    src.add_argument("--data", default=None, metavar="WORLD_DIR", help="use this world's test split")
+    src.add_argument("--seed", type=int, default=None,
+                     help="render held-out sessions at this world seed into OUT/world (default: 9000)")
+    ev.add_argument("--turns", type=int, default=5, help="turns per rendered session (default: %(default)s)")
+    ev.add_argument("--height", type=int, default=96, help="rendered frame height (default: %(default)s)")
+    ev.add_argument("--width", type=int, default=144, help="rendered frame width (default: %(default)s)")
+    ev.add_argument("--frames", type=int, default=17, help="rendered frames per shot (default: %(default)s)")
+    ev.add_argument("--evaluator", default=None, metavar="CLIP_DIR",
+                    help="a `train clip` run trained apart from the model's tower (other seed); "
+                         "default: animegamer/weights/evaluator if present, else no CLIP columns")
+    ev.add_argument("--ablation", action="append", default=[], metavar="NAME=MODEL_PATH",
+                    help="another system to play on the same sessions, e.g. 'no adaptation=DIR' or 'GC=DIR' "
+                         "(repeatable)")
+    ev.add_argument("--window-ablation", type=int, action="append", default=[], metavar="W",
+                    help="replay the model with engine history window W, e.g. 1 or 0 (repeatable)")
+    ev.add_argument("--contact-turns", type=int, default=8, help="turns on the contact sheet (default: %(default)s)")
+    ev.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    ev.add_argument("--fresh", action="store_true", help="replay every system even if OUT holds its graded turns")
+    ev.add_argument("--no-progress", action="store_true", help="no progress bars")
+    ev.set_defaults(func=_eval)
+
+    b = subparsers.add_parser(
+        "bench", help="per-stage seconds per turn and peak memory of the game on this machine",
+        description="Play a fixed instruction script through the game and report per-stage medians (engine, "
+                    "diffusion sampling, autoencoder decode, saving), seconds per turn and peak RSS, for engine "
+                    "window 1 vs k, with and without KV reuse.")
+    b.add_argument("--model", default=None, metavar="PATH",
+                   help="model directory with engine/ and shot_decoder/ (default: the shipped model)")
+    b.add_argument("--turns", type=int, default=6, help="turns per row; medians over turns 1.. (default: %(default)s)")
+    b.add_argument("--windows", default=None, help="engine history windows, comma separated (default: 1,<model's>)")
+    b.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    b.add_argument("--no-kv-off", action="store_true", help="skip the rows without KV reuse")
+    b.add_argument("--out", default=None, metavar="FILE.json", help="also write the result as JSON")
+    b.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    b.set_defaults(func=_bench)
+
+
+def _command() -> str:
+    return "animegamer " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+
+
+def _eval(args: argparse.Namespace) -> int:
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    from animegamer.evaluation.report import format_summary
+    from animegamer.evaluation.run import DEFAULT_SEED, parse_ablation, run_eval
+
+    report = run_eval(
+        args.out, sessions=args.sessions, model=args.model, data=args.data,
+        seed=DEFAULT_SEED if args.seed is None else args.seed, turns=args.turns, height=args.height,
+        width=args.width, frames=args.frames, evaluator=args.evaluator,
+        ablations=[parse_ablation(a) for a in args.ablation], window_ablations=args.window_ablation,
+        contact_turns=args.contact_turns, fresh=args.fresh, progress=not args.no_progress, command=_command())
+    print(format_summary(report))
+    print("PSNR / SSIM (*) are a stand-in for DreamSim.")
+    for w in report["warnings"]:
+        print(f"warning: {w}")
+    print(f"wrote {args.out}/eval.md, eval.json, eval.png, contact_sheet.png")
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    import json
+
+    from animegamer.evaluation.bench import bench_game, format_table
+    from animegamer.io_utils import write_json
+
+    try:
+        windows = tuple(int(w) for w in args.windows.split(",")) if args.windows else None
+    except ValueError:
+        raise ValueError(f"--windows takes comma-separated integers, e.g. 1,5; got {args.windows!r}") from None
+    result = bench_game(args.model, turns=args.turns, windows=windows, threads=args.threads,
+                        kv=(True,) if args.no_kv_off else (True, False))
+    if args.out:
+        write_json(args.out, result)
+    print(json.dumps(result, indent=1) if args.json else format_table(result))
+    return 0
