@@ -67,6 +67,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--freeze-action-encoder", action="store_true",
                         help="joint stage: keep E_a as the warm-up stage left it, so phase b can train on the "
                              "warm-up's E_a (warmup/final/shot_decoder) while the transformer keeps training")
+    parser.add_argument("--warmup-only", action="store_true",
+                        help="stop after the warm-up stage (rerun with --resume for the joint stage); with "
+                             "--freeze-action-encoder, phase b can start on warmup/final/shot_decoder meanwhile")
     parser.add_argument("--random-frame", action="store_true",
                         help="ablation: f_v from a random frame of the shot instead of the first")
     parser.add_argument("--no-motion-level", action="store_true",
@@ -379,6 +382,11 @@ def run(args: argparse.Namespace) -> int:
         )
         results["warmup"] = train(Module(denoiser, ae, "warmup"), train_ds, collate_decoder, wcfg, out / "warmup",
                                   resume=args.resume)
+    if args.warmup_only:
+        if warm_steps <= 0:
+            raise ValueError("--warmup-only needs a warm-up stage (--warmup-stage-steps > 0)")
+        print(f"[decoder] warm-up stage done: {results['warmup']['final_dir']}; rerun with --resume for the joint stage")
+        return 0
     # 4. joint stage
     module = Module(denoiser, ae, "joint", freeze_action_encoder=args.freeze_action_encoder)
     results["joint"] = train(module, train_ds, collate_decoder, cfg, out / "joint", resume=args.resume)

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Reproduces the shipped default model (animegamer/weights/default) and its evaluator from
+# nothing: world data -> phase a (clip, vae, decoder) -> phase b (engine) -> phase c (adapt)
+# -> pack -> eval + bench. Every step resumes if interrupted (rerun this script).
+#
+#   bash scripts/train_default.sh [RUNS_DIR]        (default RUNS_DIR: ./runs, data in RUNS_DIR/data)
+#
+# On the 2-core CPU this was measured on it takes about 2.5 hours; the step counts are a CPU
+# budget, not convergence (see docs/TRAINING.md for the measured results of each phase).
+# The decoder's joint stage and the engine run side by side, one core each: the decoder keeps
+# E_a as its warm-up stage left it (--freeze-action-encoder), so the engine can learn the
+# warm-up's E_a targets while the decoder's transformer keeps training.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+RUNS="${1:-$ROOT/runs}"
+DATA="$RUNS/data"
+AG="$ROOT/bin/animegamer"
+mkdir -p "$RUNS" "$DATA"
+resume() { [[ -d "$1/checkpoints" ]] && echo --resume || true; }
+
+# World data: 300 sessions x 5 turns (seed 1000) to train on; 200 sessions (seed 3000) for the
+# evaluator, a separate vision tower, so the model is never graded by its own encoder.
+[[ -f "$DATA/fit/meta.json" ]] || "$AG" world render --sessions 300 --turns 5 --seed 1000 --out "$DATA/fit"
+[[ -f "$DATA/evaluator/meta.json" ]] || "$AG" world render --sessions 200 --turns 5 --seed 3000 --out "$DATA/evaluator"
+
+# Phase a
+[[ -d "$RUNS/clip/final" ]] || "$AG" train clip --preset default --data "$DATA/fit" --out "$RUNS/clip" \
+    --steps 800 --batch-size 32 --warmup-steps 50 --threads 2 $(resume "$RUNS/clip")
+[[ -d "$RUNS/vae/final" ]] || "$AG" train vae --preset default --data "$DATA/fit" --out "$RUNS/vae" \
+    --steps 1400 --threads 2 $(resume "$RUNS/vae")
+DEC=("$AG" train decoder --preset default --data "$DATA/fit" --clip "$RUNS/clip" --vae "$RUNS/vae"
+     --out "$RUNS/decoder" --freeze-action-encoder --steps 1500)
+[[ -d "$RUNS/decoder/warmup/final" ]] || "${DEC[@]}" --warmup-only --threads 2 $(resume "$RUNS/decoder/warmup")
+
+# Phase b beside the decoder's joint stage
+if [[ ! -d "$RUNS/decoder/joint/final" ]]; then
+    "${DEC[@]}" --resume --threads 1 > "$RUNS/decoder.log" 2>&1 &
+    DEC_PID=$!
+fi
+[[ -d "$RUNS/engine/final" ]] || "$AG" train engine --preset default --data "$DATA/fit" \
+    --decoder "$RUNS/decoder/warmup/final/shot_decoder" --clip "$RUNS/clip" --out "$RUNS/engine" \
+    --steps 800 --max-turns 3 --window 3 --threads 1 $(resume "$RUNS/engine")
+[[ -z "${DEC_PID:-}" ]] || wait "$DEC_PID"
+
+# Phase c, the evaluator, the model
+[[ -d "$RUNS/adapt/final" ]] || "$AG" train adapt --preset default --data "$DATA/fit" --engine "$RUNS/engine" \
+    --decoder "$RUNS/decoder" --out "$RUNS/adapt" --limit 120 --steps 300 --threads 2 $(resume "$RUNS/adapt")
+[[ -d "$RUNS/evaluator/final" ]] || "$AG" train clip --preset default --data "$DATA/evaluator" --out "$RUNS/evaluator" \
+    --steps 600 --batch-size 32 --warmup-steps 50 --seed 7 --threads 2 $(resume "$RUNS/evaluator")
+"$AG" model pack --engine "$RUNS/engine" --decoder "$RUNS/adapt" --out "$RUNS/model"
+"$AG" model pack --engine "$RUNS/engine" --decoder "$RUNS/decoder" --out "$RUNS/model_no_adapt"
+
+"$AG" eval --sessions 20 --model "$RUNS/model" --evaluator "$RUNS/evaluator" --out "$RUNS/eval" \
+    --window-ablation 1 --ablation "without adaptation=$RUNS/model_no_adapt" --threads 2
+"$AG" bench --model "$RUNS/model" --threads 2 --out "$RUNS/bench.json"
+echo "done: model in $RUNS/model (copy it to animegamer/weights/default to ship it), table in $RUNS/eval/eval.md"
