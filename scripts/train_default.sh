@@ -28,17 +28,21 @@ resume() { [[ -d "$1/checkpoints" ]] && echo --resume || true; }
     --steps 800 --batch-size 32 --warmup-steps 50 --threads 2 $(resume "$RUNS/clip")
 [[ -d "$RUNS/vae/final" ]] || "$AG" train vae --preset default --data "$DATA/fit" --out "$RUNS/vae" \
     --steps 1400 --threads 2 $(resume "$RUNS/vae")
-DEC=("$AG" train decoder --preset default --data "$DATA/fit" --clip "$RUNS/clip" --vae "$RUNS/vae"
-     --out "$RUNS/decoder" --freeze-action-encoder --steps 1500)
-[[ -d "$RUNS/decoder/warmup/final" ]] || "${DEC[@]}" --warmup-only --threads 2 $(resume "$RUNS/decoder/warmup")
+# The decoder: first 300 steps that learn E_a with everything else, then E_a is frozen and the
+# transformer goes on (--init, --freeze-action-encoder) while the engine learns that E_a's targets.
+DEC=("$AG" train decoder --preset default --data "$DATA/fit" --clip "$RUNS/clip" --vae "$RUNS/vae")
+[[ -d "$RUNS/decoder_pre/joint/final" ]] || "${DEC[@]}" --out "$RUNS/decoder_pre" --steps 300 --ema-decay 0 \
+    --schedule constant --warmup-steps 30 --samples 0 --threads 2 $(resume "$RUNS/decoder_pre/joint")
+mkdir -p "$RUNS/decoder" && ln -sfn "$RUNS/decoder_pre/cache" "$RUNS/decoder/cache"  # the same encoded shots
 
-# Phase b beside the decoder's joint stage
+# Phase b beside the decoder's second part, one core each
 if [[ ! -d "$RUNS/decoder/joint/final" ]]; then
-    "${DEC[@]}" --resume --threads 1 > "$RUNS/decoder.log" 2>&1 &
+    "${DEC[@]}" --out "$RUNS/decoder" --init "$RUNS/decoder_pre" --freeze-action-encoder --steps 3000 \
+        --warmup-steps 20 --threads 1 $(resume "$RUNS/decoder/joint") > "$RUNS/decoder.log" 2>&1 &
     DEC_PID=$!
 fi
 [[ -d "$RUNS/engine/final" ]] || "$AG" train engine --preset default --data "$DATA/fit" \
-    --decoder "$RUNS/decoder/warmup/final/shot_decoder" --clip "$RUNS/clip" --out "$RUNS/engine" \
+    --decoder "$RUNS/decoder_pre" --clip "$RUNS/clip" --out "$RUNS/engine" \
     --steps 800 --max-turns 3 --window 3 --threads 1 $(resume "$RUNS/engine")
 [[ -z "${DEC_PID:-}" ]] || wait "$DEC_PID"
 

@@ -40,7 +40,10 @@ PRESETS: dict[str, dict] = {
         "train": dict(steps=6, batch_size=2, lr=1e-3, warmup_steps=1, log_every=2, save_every=3, ema_decay=0.0),
     },
     "default": {
-        "decoder": "default", "n_text": 16, "warmup_stage_steps": 100, "warmup_stage_lr": 1e-3,
+        # No warm-up stage from scratch: with adaLN-zero init the frozen transformer outputs 0, so the
+        # condition path gets no gradient at all (measured: grad norm 0.0 for 20 warm-up steps). The
+        # paper's warm-up is for a PRETRAINED transformer (preset "paper"); use --warmup-stage-steps there.
+        "decoder": "default", "n_text": 16, "warmup_stage_steps": 0, "warmup_stage_lr": 1e-3,
         "sample": dict(steps=6, guidance=3.0),
         # The shipped run: 2000 joint steps (a CPU budget, not convergence); EMA 0.995 so a short run
         # is not dominated by its initial weights.
@@ -67,6 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--freeze-action-encoder", action="store_true",
                         help="joint stage: keep E_a as the warm-up stage left it, so phase b can train on the "
                              "warm-up's E_a (warmup/final/shot_decoder) while the transformer keeps training")
+    parser.add_argument("--init", default=None, metavar="SHOT_DECODER",
+                        help="start from this decoder's weights (a `train decoder` run dir or shot_decoder/; same "
+                             "shapes): e.g. continue with --freeze-action-encoder after a run that learned E_a")
     parser.add_argument("--warmup-only", action="store_true",
                         help="stop after the warm-up stage (rerun with --resume for the joint stage); with "
                              "--freeze-action-encoder, phase b can start on warmup/final/shot_decoder meanwhile")
@@ -363,6 +369,14 @@ def run(args: argparse.Namespace) -> int:
                            autocast=args.sample_autocast == "on", **sample_kw)
     torch.manual_seed(cfg.seed)  # the init must be reproducible: resume reloads only trainable tensors
     denoiser = Denoiser(DecoderNet(dcfg), diff)
+    if args.init:  # before any resume: a resumed run reloads only its trainable tensors on top of this
+        from animegamer.engine.world_sessions import resolve_decoder
+
+        init = ShotDecoder.from_pretrained(resolve_decoder(args.init))
+        if init.config != dcfg:
+            raise ValueError(f"--init {args.init}: its decoder config differs from this run's ({init.config} vs {dcfg})")
+        denoiser.net.load_state_dict(init.net.state_dict())
+        print(f"[decoder] initialised from {args.init}")
     Module = _module_class()
     print(f"[decoder] {len(train_ds)} cached shots, latents {tuple(t['latents'].shape[1:])} (mean {mean:.3f}, "
           f"std {std:.3f}), s_a {dcfg.n_tokens} x {dcfg.d_cond}, "
