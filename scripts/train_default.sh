@@ -43,7 +43,7 @@ if [[ ! -d "$RUNS/decoder/joint/final" ]]; then
 fi
 [[ -d "$RUNS/engine/final" ]] || "$AG" train engine --preset default --data "$DATA/fit" \
     --decoder "$RUNS/decoder_pre" --clip "$RUNS/clip" --out "$RUNS/engine" \
-    --steps 800 --max-turns 3 --window 3 --threads 1 $(resume "$RUNS/engine")
+    --steps 1000 --max-turns 3 --window 3 --threads 1 $(resume "$RUNS/engine")
 [[ -z "${DEC_PID:-}" ]] || wait "$DEC_PID"
 
 # Phase c, the evaluator, the model

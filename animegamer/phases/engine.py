@@ -42,8 +42,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {"engine": "tiny", "train": dict(steps=20, batch_size=2, lr=1e-3, warmup_steps=2, log_every=5,
                                              save_every=10, ema_decay=0.0)},
     # bf16 autocast measured ~15% faster per step than fp32 on this CPU (AMX). The step count is a
-    # CPU budget: ~5 s per step at batch 2 with samples of up to 3 turns on one core.
-    "default": {"engine": "default", "train": dict(steps=800, batch_size=2, lr=3e-4, warmup_steps=40,
+    # CPU budget: ~3.3 s per step at batch 2 with samples of up to 3 turns (--max-turns 3) on one core.
+    "default": {"engine": "default", "train": dict(steps=1000, batch_size=2, lr=3e-4, warmup_steps=40,
                                                    weight_decay=0.0, log_every=10, save_every=50, grad_clip=1.0,
                                                    mixed_precision="bf16")},
     "paper": {"engine": "paper", "train": dict(steps=20000, batch_size=8, lr=1e-4, warmup_steps=500, weight_decay=0.0,
