@@ -48,7 +48,7 @@ fi
 
 # Phase c, the evaluator, the model
 [[ -d "$RUNS/adapt/final" ]] || "$AG" train adapt --preset default --data "$DATA/fit" --engine "$RUNS/engine" \
-    --decoder "$RUNS/decoder" --out "$RUNS/adapt" --limit 120 --steps 300 --threads 2 $(resume "$RUNS/adapt")
+    --decoder "$RUNS/decoder" --out "$RUNS/adapt" --limit 50 --steps 300 --threads 2 $(resume "$RUNS/adapt")
 [[ -d "$RUNS/evaluator/final" ]] || "$AG" train clip --preset default --data "$DATA/evaluator" --out "$RUNS/evaluator" \
     --steps 600 --batch-size 32 --warmup-steps 50 --seed 7 --threads 2 $(resume "$RUNS/evaluator")
 "$AG" model pack --engine "$RUNS/engine" --decoder "$RUNS/adapt" --out "$RUNS/model"

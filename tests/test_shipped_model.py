@@ -1,0 +1,30 @@
+"""The shipped default model (animegamer/weights/default) loads and plays: what `animegamer play`
+runs on a fresh machine. Real SmolLM2 + the trained decoder, one short session."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import torch
+
+from animegamer.game.session import DEFAULT_WEIGHTS, Game
+
+torch.set_num_threads(1)
+
+
+def test_shipped_model_plays_two_turns_and_reopens(tmp_path):
+    info = json.loads((DEFAULT_WEIGHTS / "model.json").read_text())
+    assert info["dtype"] == "float16"
+    size = sum(p.stat().st_size for p in DEFAULT_WEIGHTS.rglob("*") if p.is_file())
+    assert size < 60e6  # the repo keeps all shipped weights under 100 MB
+    game = Game.load(store=tmp_path / "saves")
+    session = game.new_session(["Qiqi"])
+    t1 = session.step("Character: Qiqi; Motion: quickly run; Background: day town.")
+    t2 = session.step("Qiqi sits down on a bench and reads a book")
+    for t in (t1, t2):
+        assert t.frames.dtype == np.uint8 and t.frames.shape == (17, 96, 144, 3)
+        assert 1 <= t.motion_level <= 5 and t.frames.std() > 1.0  # a picture, not a flat frame
+        assert set(t.deltas) == {"stamina", "social", "entertainment"}
+    assert t2.states == {k: max(0, min(100, t1.states[k] + 5 * t2.deltas[k])) for k in t1.states}
+    again = Game.load(store=tmp_path / "saves").open_session(session.id)
+    assert [h.instruction for h in again.history] == [h.instruction for h in session.history]
