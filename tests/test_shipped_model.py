@@ -27,4 +27,5 @@ def test_shipped_model_plays_two_turns_and_reopens(tmp_path):
         assert set(t.deltas) == {"stamina", "social", "entertainment"}
     assert t2.states == {k: max(0, min(100, t1.states[k] + 5 * t2.deltas[k])) for k in t1.states}
     again = Game.load(store=tmp_path / "saves").open_session(session.id)
-    assert [h.instruction for h in again.history] == [h.instruction for h in session.history]
+    assert [h.instruction for h in again.history()] == [h.instruction for h in session.history()]
+    assert all(torch.equal(a.s_a, b.s_a) for a, b in zip(again.history(), session.history()))
