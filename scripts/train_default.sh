@@ -56,5 +56,6 @@ fi
 
 "$AG" eval --sessions 20 --model "$RUNS/model" --evaluator "$RUNS/evaluator" --out "$RUNS/eval" \
     --window-ablation 1 --ablation "without adaptation=$RUNS/model_no_adapt" --threads 2
+"$AG" eval-decoder --decoder "$RUNS/decoder" --data "$DATA/fit" --evaluator "$RUNS/evaluator" --n 32 --out "$RUNS/decoder_eval.json"
 "$AG" bench --model "$RUNS/model" --threads 2 --out "$RUNS/bench.json"
 echo "done: model in $RUNS/model (copy it to animegamer/weights/default to ship it), table in $RUNS/eval/eval.md"

@@ -125,3 +125,19 @@ def test_pack_makes_a_playable_fp16_model(runs, tmp_path):
 
         pack_model(tmp_path / "nowhere", root / "decoder", out)
     assert Game.load(out, store=tmp_path / "saves2").engine is not None
+
+
+def test_eval_decoder_grades_true_s_a(runs, tmp_path):
+    from animegamer.evaluation.cli import register
+
+    root = runs["root"]
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="command"))
+    out = tmp_path / "dec.json"
+    args = parser.parse_args(["eval-decoder", "--decoder", str(root / "decoder"), "--data", str(runs["world"]),
+                              "--evaluator", str(root / "clip"), "--n", "2", "--out", str(out), "--no-progress"])
+    assert args.func(args) == 0
+    r = json.loads(out.read_text())
+    assert r["shots"] == 2
+    for k in ("clip_i", "character", "place", "acc_f", "acc_f_wrong_level"):
+        assert r[k] is not None and -1 <= r[k] <= 1

@@ -8,6 +8,9 @@ import sys
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from animegamer.evaluation.decoder_eval import add_parser
+
+    add_parser(subparsers)
     ev = subparsers.add_parser(
         "eval", help="play held-out world sessions through the game and grade them (the paper's table)",
         description="Play held-out world sessions through GameSession (as a player would) with the model, its "
