@@ -5,26 +5,14 @@ import numpy as np
 import pytest
 import torch
 
-from animegamer.engine.model import GameEngine, engine_config, load_engine, save_engine
+from animegamer.engine.model import load_engine, save_engine
 from animegamer.game import Game, GameInputError, SessionStore, StoreError
 from animegamer.game.session import check_instruction
-from animegamer.models.autoencoder import ShotAutoencoder, autoencoder_config
-from animegamer.models.decoder import DecoderNet, decoder_preset
-from animegamer.models.diffusion import DiffusionConfig
-from animegamer.models.shot_decoder import ShotDecoder
+from tiny_game import tiny_models
 
 torch.set_num_threads(1)
 CAST = ["Qiqi", "Mika", "Ren"]
 RUN = "Character: Qiqi; Motion: quickly run; Background: day town."
-
-
-def tiny_models():
-    torch.manual_seed(0)
-    dcfg = decoder_preset("tiny")
-    decoder = ShotDecoder(DecoderNet(dcfg), ShotAutoencoder(autoencoder_config("tiny")).eval(),
-                          DiffusionConfig(steps=2, guidance=2.0))
-    engine = GameEngine(engine_config("tiny", rep_tokens=dcfg.n_tokens, rep_dim=dcfg.d_cond)).eval()
-    return engine, decoder
 
 
 @pytest.fixture(scope="module")

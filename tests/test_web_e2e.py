@@ -18,25 +18,10 @@ sync_api = pytest.importorskip("playwright.sync_api")
 if not Path(CHROMIUM).exists():
     pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium)", allow_module_level=True)
 
-import torch  # noqa: E402
-
-from animegamer.engine.model import GameEngine, engine_config  # noqa: E402
 from animegamer.game import Game  # noqa: E402
-from animegamer.models.autoencoder import ShotAutoencoder, autoencoder_config  # noqa: E402
-from animegamer.models.decoder import DecoderNet, decoder_preset  # noqa: E402
-from animegamer.models.diffusion import DiffusionConfig  # noqa: E402
-from animegamer.models.shot_decoder import ShotDecoder  # noqa: E402
+from tiny_game import tiny_models  # noqa: E402
 
 CAST = ["Qiqi", "Mika", "Ren"]
-
-
-def tiny_models():
-    torch.manual_seed(0)
-    dcfg = decoder_preset("tiny")
-    decoder = ShotDecoder(DecoderNet(dcfg), ShotAutoencoder(autoencoder_config("tiny")).eval(),
-                          DiffusionConfig(steps=2, guidance=2.0))
-    engine = GameEngine(engine_config("tiny", rep_tokens=dcfg.n_tokens, rep_dim=dcfg.d_cond)).eval()
-    return engine, decoder
 
 
 def _free_port() -> int:

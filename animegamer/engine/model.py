@@ -440,6 +440,16 @@ def save_engine(engine: GameEngine, out_dir: str | Path, extra: dict[str, Any] |
     return Path(out_dir)
 
 
+def resolve_engine(path: str | Path) -> Path:
+    """The engine directory (engine.json + weights) of a `train engine` run dir, its final/, a
+    model directory's engine/, or the directory itself."""
+    path = Path(path)
+    for p in (path, path / "final", path / "engine"):
+        if (p / ENGINE_CONFIG).is_file():
+            return p
+    raise FileNotFoundError(f"{path}: no engine ({ENGINE_CONFIG}) in it, its final/ or its engine/")
+
+
 def load_engine(path: str | Path, backbone: tuple[nn.Module, Any] | None = None,
                 **overrides: Any) -> GameEngine:
     """Rebuild an engine from ``save_engine`` output (the base LLM comes from the registry).

@@ -58,14 +58,14 @@ def run(args: argparse.Namespace) -> int:
     from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR, Evaluator
     from animegamer.training.checkpoint import save_json_atomic
     from animegamer.models.shot_decoder import ShotDecoder
-    from animegamer.phases.adapt import _cache_dir
+    from animegamer.phases.adapt import find_cache_dir
     from animegamer.phases.decoder import CachedShots
     from animegamer.world.dataset import ShotDataset
 
     if args.threads:
         torch.set_num_threads(args.threads)
     decoder = ShotDecoder.from_pretrained(resolve_decoder(args.decoder))
-    cache = CachedShots(args.cache or _cache_dir(Path(args.decoder), "val"))
+    cache = CachedShots(args.cache or find_cache_dir(Path(args.decoder), "val"))
     shots = ShotDataset(args.data, cache.meta["split"])
     by_shot = {r["shot"]: i for i, r in enumerate(shots.rows)}
 

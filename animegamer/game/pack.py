@@ -19,25 +19,6 @@ from typing import Any
 import torch
 
 
-def _engine_final(path: Path) -> Path:
-    from animegamer.engine.model import ENGINE_CONFIG
-
-    for p in (path / "final", path / "engine", path):
-        if (p / ENGINE_CONFIG).is_file():
-            return p
-    raise FileNotFoundError(f"{path}: no engine (engine.json) in it, its final/ or its engine/")
-
-
-def _decoder_dir(path: Path) -> Path:
-    from animegamer.models.shot_decoder import CONFIG_NAME
-
-    for p in (path / "final" / "shot_decoder", path / "joint" / "final" / "shot_decoder", path / "shot_decoder", path):
-        if (p / CONFIG_NAME).is_file():
-            return p
-    raise FileNotFoundError(f"{path}: no shot decoder (a `train decoder` or `train adapt` run, its final/, "
-                            f"or a shot_decoder/ directory)")
-
-
 def _metrics(run_dir: Path) -> dict[str, Any]:
     for p in (run_dir / "metrics.json", run_dir.parent / "metrics.json"):
         if p.is_file():
@@ -48,11 +29,12 @@ def _metrics(run_dir: Path) -> dict[str, Any]:
 def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: bool = True,
                provenance: dict[str, Any] | None = None) -> Path:
     """Copy the engine and shot decoder of two runs into one model directory (see module doc)."""
-    from animegamer.engine.model import load_engine, save_engine
+    from animegamer.engine.model import load_engine, resolve_engine, save_engine
+    from animegamer.engine.world_sessions import resolve_decoder
     from animegamer.models.shot_decoder import ShotDecoder
     from animegamer.training.checkpoint import atomic_dir, save_json_atomic
 
-    engine_dir, decoder_dir = _engine_final(Path(engine)), _decoder_dir(Path(decoder))
+    engine_dir, decoder_dir = resolve_engine(engine), resolve_decoder(decoder)
     eng = load_engine(engine_dir)
     dec = ShotDecoder.from_pretrained(decoder_dir)
     n_eng, d_eng, n_dec, d_dec = eng.cfg.rep_tokens, eng.cfg.rep_dim, dec.config.n_tokens, dec.config.d_cond

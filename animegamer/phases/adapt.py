@@ -53,16 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 # ------------------------------------------------------------------------------- inputs
-def _engine_dir(path: Path) -> Path:
-    from animegamer.engine.model import ENGINE_CONFIG
-
-    for p in (path, path / "final", path / "engine"):
-        if (p / ENGINE_CONFIG).is_file():
-            return p
-    raise FileNotFoundError(f"{path}: no engine here (expected {ENGINE_CONFIG} in it or in its final/)")
-
-
-def _cache_dir(decoder_run: Path, split: str) -> Path:
+def find_cache_dir(decoder_run: Path, split: str) -> Path:
     """The decoder run's cache of ``split`` (train: cache/train; val: cache/val_K, the largest K)."""
     root = decoder_run / "cache"
     if (root / split / "meta.json").is_file():
@@ -183,7 +174,7 @@ def _module_class():
 
 def run(args: argparse.Namespace) -> int:
     from animegamer.engine.data import load_sessions
-    from animegamer.engine.model import load_engine
+    from animegamer.engine.model import load_engine, resolve_engine
     from animegamer.engine.world_sessions import resolve_decoder
     from animegamer.models.diffusion import Denoiser, collate_decoder
     from animegamer.models.shot_decoder import ShotDecoder
@@ -196,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = train_config_from_args(preset["train"], args)
     out = Path(args.out)
     progress = not args.no_progress
-    engine_dir = _engine_dir(args.engine)
+    engine_dir = resolve_engine(args.engine)
     engine_run = engine_dir.parent if engine_dir.name == "final" else engine_dir
     decoder_dir = resolve_decoder(args.decoder)
     decoder_run = Path(args.decoder)
@@ -204,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
     if not sessions_dir.is_dir():
         raise FileNotFoundError(f"{sessions_dir}: no engine sessions (pass --sessions DIR, the engine-sessions directory "
                                 f"`train engine` built from the world data)")
-    train_cache = CachedShots(args.cache or _cache_dir(decoder_run, "train"))
+    train_cache = CachedShots(args.cache or find_cache_dir(decoder_run, "train"))
     rows = shot_rows(train_cache, args.data)
 
     # 1. predicted s_a of every training turn (engine frozen)
@@ -218,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
     held = None
     val_sessions_dir = sessions_dir.parent / "val"
     try:
-        val_cache = CachedShots(_cache_dir(decoder_run, "val"))
+        val_cache = CachedShots(find_cache_dir(decoder_run, "val"))
         if val_sessions_dir.is_dir():
             val_rows = shot_rows(val_cache, args.data)
             val_sessions = [s for s in load_sessions(val_sessions_dir)[0] if any(d["shot"] in val_rows for d in s)]

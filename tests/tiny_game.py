@@ -1,0 +1,20 @@
+"""Shared tiny models for the game tests (importable: pytest puts tests/ on sys.path)."""
+from __future__ import annotations
+
+import torch
+
+from animegamer.engine.model import GameEngine, engine_config
+from animegamer.models.autoencoder import ShotAutoencoder, autoencoder_config
+from animegamer.models.decoder import DecoderNet, decoder_preset
+from animegamer.models.diffusion import DiffusionConfig
+from animegamer.models.shot_decoder import ShotDecoder
+
+
+def tiny_models() -> tuple[GameEngine, ShotDecoder]:
+    """A random tiny engine and a tiny decoder whose s_a shapes match (seeded)."""
+    torch.manual_seed(0)
+    dcfg = decoder_preset("tiny")
+    decoder = ShotDecoder(DecoderNet(dcfg), ShotAutoencoder(autoencoder_config("tiny")).eval(),
+                          DiffusionConfig(steps=2, guidance=2.0))
+    engine = GameEngine(engine_config("tiny", rep_tokens=dcfg.n_tokens, rep_dim=dcfg.d_cond)).eval()
+    return engine, decoder
