@@ -135,9 +135,34 @@ def test_eval_decoder_grades_true_s_a(runs, tmp_path):
     register(parser.add_subparsers(dest="command"))
     out = tmp_path / "dec.json"
     args = parser.parse_args(["eval-decoder", "--decoder", str(root / "decoder"), "--data", str(runs["world"]),
-                              "--evaluator", str(root / "clip"), "--n", "2", "--out", str(out), "--no-progress"])
+                              "--evaluator", str(root / "clip"), "--n", "2", "--out", str(out), "--no-progress",
+                              "--steps", "1", "--guidance", "1.5"])
     assert args.func(args) == 0
     r = json.loads(out.read_text())
-    assert r["shots"] == 2
+    assert r["shots"] == 2 and r["steps"] == 1 and r["guidance"] == 1.5 and sum(r["decoded_level_counts"]) == 2
     for k in ("clip_i", "character", "place", "acc_f", "acc_f_wrong_level"):
         assert r[k] is not None and -1 <= r[k] <= 1
+
+
+def test_latent_visual_reference_trains_decoder_and_engine(runs, tmp_path):
+    """--visual-reference latent: f_v is the autoencoder's first-frame latent in patches; the engine's
+    s_a targets are built with the same reference (found through the decoder run's cache meta)."""
+    from animegamer.models.autoencoder import ShotAutoencoder
+    from animegamer.models.reference_encoder import LatentReference, reference_kind
+    from animegamer.models.shot_decoder import ShotDecoder
+
+    root, w = runs["root"], str(runs["world"])
+    run_phase("decoder", ["--preset", "tiny", "--data", w, "--visual-reference", "latent", "--reference-patch", "4",
+                          "--vae", str(root / "vae"), "--out", str(tmp_path / "decoder"), "--steps", "2",
+                          "--freeze-action-encoder", "--samples", "0", "--eval-shots", "4"])
+    meta = json.loads((tmp_path / "decoder" / "cache" / "train" / "meta.json").read_text())
+    assert reference_kind(meta["clip"]["path"]) == "latent" and meta["reference_patch"] == 4
+    dec = ShotDecoder.from_pretrained(tmp_path / "decoder" / "joint" / "final" / "shot_decoder")
+    ae = ShotAutoencoder.from_pretrained(root / "vae" / "final" / "autoencoder")
+    tokens = LatentReference(ae, 4).patch_tokens(torch.zeros(1, 3, 48, 72))
+    assert (dec.config.n_visual, dec.config.d_visual_in) == tuple(tokens.shape[1:])
+    run_phase("engine", ["--preset", "tiny", "--data", w, "--decoder",
+                         str(tmp_path / "decoder" / "warmup" / "final" / "shot_decoder"),
+                         "--out", str(tmp_path / "engine"), "--steps", "1", "--no-closed-loop", "--eval-windows", "1"])
+    built = json.loads((tmp_path / "engine" / "sessions" / "train" / "engine_meta.json").read_text())
+    assert reference_kind(built["build"]["clip"]) == "latent"

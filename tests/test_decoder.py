@@ -316,3 +316,23 @@ def test_sampler_with_oracle_v_recovers_the_data_point(sampler):
 
     out = sample(Oracle(), torch.zeros(1, 7, 16), torch.tensor([3]), torch.Generator().manual_seed(0), cfg)
     torch.testing.assert_close(out, x0.float(), atol=1e-3, rtol=1e-3)
+
+
+def test_latent_reference_patches_the_first_frame_latent():
+    """Token (i, j) of the latent reference holds exactly latent patch (i, j) of the frame."""
+    from animegamer.models.autoencoder import ShotAutoencoder, autoencoder_config
+    from animegamer.models.reference_encoder import LatentReference
+
+    torch.manual_seed(0)
+    ae = ShotAutoencoder(autoencoder_config("tiny")).eval()
+    ref = LatentReference(ae, patch=2)
+    img = torch.rand(2, 3, 16, 24) * 2 - 1
+    tok = ref.patch_tokens(img)
+    with torch.no_grad():
+        z = (ae.encode_frames(img) - ae.latent_shift) * ae.latent_scale  # (2, C, h, w)
+    s, c = ae.spatial_ratio, z.shape[1]
+    gh, gw = 16 // s // 2, 24 // s // 2
+    assert tok.shape == (2, gh * gw, c * 4)
+    assert torch.allclose(tok[1, 1 * gw + 2].reshape(c, 2, 2), z[1, :, 2:4, 4:6], atol=1e-6)
+    with pytest.raises(ValueError, match="divisible"):
+        ref.patch_tokens(torch.zeros(1, 3, 10, 24))

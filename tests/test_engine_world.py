@@ -186,3 +186,16 @@ def test_train_engine_on_world_end_to_end(world, phase_a, tmp_path):
     assert phase.run(args) == 0
     assert read_log(out)[-1]["step"] == 4
     assert (out / "sessions" / "train" / "engine_meta.json").stat().st_mtime_ns == stamp
+    # --init: a new run starts from the trained engine's weights and s_a statistics (a 1e-12 lr keeps them)
+    from animegamer.training.checkpoint import load_safetensors
+    out2 = tmp_path / "run2"
+    args2 = parser.parse_args(["--preset", "tiny", "--data", str(world.root), "--decoder", str(phase_a["decoder"]),
+                               "--out", str(out2), "--steps", "1", "--batch-size", "2", "--no-progress",
+                               "--encode-batch", "8", "--init", str(out), "--lr", "1e-12", "--ema-decay", "0",
+                               "--no-closed-loop", "--eval-windows", "1"])
+    assert phase.run(args2) == 0
+    before, after = load_safetensors(out / "final" / "engine.safetensors"), load_safetensors(
+        out2 / "final" / "engine.safetensors")
+    assert set(before) == set(after) and all(torch.allclose(before[k], after[k], atol=1e-6) for k in before)
+    assert torch.equal(before["rep_mean"], after["rep_mean"]) and torch.equal(before["rep_std"], after["rep_std"])
+    assert json.loads((out2 / "engine_config.json").read_text())["init"] == str(out)

@@ -11,7 +11,9 @@ import pytest
 import torch
 
 from animegamer.evaluation.evaluator import Evaluator, probes
-from animegamer.evaluation.metrics import align_clips, mean_abs_error, motion_level_from_pixels, psnr, ssim
+from animegamer.evaluation.metrics import (
+    align_clips, mean_abs_error, motion_level_from_pixels, ms_ssim, psnr, ssim,
+)
 
 torch.set_num_threads(1)
 H, W, T = 48, 72, 5
@@ -37,6 +39,15 @@ def tiny(tmp_path_factory):
                 root / "model" / "engine")
     torch.manual_seed(1)
     VisionTower(vision_tower_config("tiny")).save_pretrained(root / "clip" / "final" / "vision_tower")
+    # an action classifier beside the tower, as the shipped weights/evaluator holds one (48 x 64 input:
+    # shots of other sizes are resized to it)
+    from transformers import VideoMAEForVideoClassification
+
+    from animegamer.evaluation.action_classifier import ACTION_DIR, classifier_config
+    from animegamer.phases.action import world_verbs
+
+    VideoMAEForVideoClassification(classifier_config("tiny", world_verbs(), 48, 64)).save_pretrained(
+        root / "clip" / "final" / ACTION_DIR)
     return {"model": root / "model", "clip": root / "clip", "root": root}
 
 
@@ -64,6 +75,12 @@ def test_pixel_metrics_on_known_inputs(clips):
         g, t = align_clips(worse, run)
         assert ssim(g, t) < ssim(a, b) and psnr(g, t) < psnr(a, b)
     assert ssim(*align_clips(noisy, run)) > ssim(*align_clips(sit, run))  # a little noise beats another shot
+    # MS-SSIM needs frames of at least 65 px: the clips at twice the size
+    up = lambda x: np.repeat(np.repeat(x, 2, axis=1), 2, axis=2)  # noqa: E731
+    assert ms_ssim(up(run), up(run)) == pytest.approx(1.0)
+    assert ms_ssim(up(run), up(noisy)) > ms_ssim(up(run), up(sit)) and ms_ssim(up(run), up(shuffled)) < 1.0
+    with pytest.raises(ValueError, match="at least 65 px"):
+        ms_ssim(run, run)
     # other sizes and lengths are brought onto the true clip's grid
     small = run[::2, ::4, ::4]  # (3, 12, 18, 3)
     g, t = align_clips(small, run)
@@ -153,8 +170,11 @@ def test_eval_end_to_end(tiny, capsys):
     assert list(rep["summary"]) == names
     main_row = rep["summary"]["AnimeGamer"]
     assert main_row["turns"] == 6 and main_row["sessions"] == 3
-    for k in ("clip_i", "clip_t", "psnr", "ssim", "acc_f_pixels", "acc_f_engine", "mae_f", "char_acc", "place_acc", "sec"):
+    for k in ("clip_i", "clip_t", "psnr", "ssim", "acc_f_pixels", "acc_f_engine", "mae_f", "char_acc", "place_acc",
+              "action_acc", "sec"):
         assert main_row[k] is not None, k
+    assert main_row["ms_ssim"] is None  # 48-px frames are too small for it
+    assert rep["summary"]["ground truth (evaluator ceiling)"]["action_acc"] is not None
     assert 0 <= main_row["acc_f_pixels"] <= 1 and main_row["mae_f"] >= 0 and -1 <= main_row["clip_i"] <= 1
     # the same model dir under another name plays the same game: same numbers (seeded, greedy)
     for k in ("clip_i", "psnr", "ssim", "acc_f_engine", "mae_f", "char_acc"):

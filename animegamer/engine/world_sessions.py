@@ -79,7 +79,7 @@ def decoder_run_inputs(decoder_dir: Path) -> dict[str, Any]:
                 continue
             if m.get("format") == CACHE_FORMAT and m.get("split") == "train":
                 return {"clip": m["clip"]["path"], "text_encoder": m.get("text_encoder"), "n_text": m.get("n_text"),
-                        "random_frame": m.get("random_frame", False)}
+                        "random_frame": m.get("random_frame", False), "reference_patch": m.get("reference_patch")}
     return {}
 
 
@@ -98,9 +98,8 @@ def representation_inputs(decoder_dir: str | Path, clip_dir: str | Path | None,
     ``clip_dir`` None takes the vision tower the decoder run was trained with (its cache meta);
     a given one that differs from it is reported, since s_a from another tower would not decode.
     """
+    from animegamer.models.reference_encoder import reference_weights, resolve_reference
     from animegamer.models.shot_decoder import WEIGHTS_NAME
-    from animegamer.models.vision_tower import CONFIG_NAME as VT_CONFIG, WEIGHTS_NAME as VT_WEIGHTS
-    from animegamer.phases.decoder import resolve_component
 
     dec = resolve_decoder(decoder_dir)
     run = decoder_run_inputs(dec)
@@ -108,14 +107,15 @@ def representation_inputs(decoder_dir: str | Path, clip_dir: str | Path | None,
         if "clip" not in run:
             raise ValueError(f"no --clip given and the decoder run of {dec} records no vision tower; pass --clip")
         clip_dir = run["clip"]
-    clip = resolve_component(clip_dir, VT_CONFIG, "vision_tower")
+    clip = resolve_reference(clip_dir)  # a vision tower, or the autoencoder of a latent reference
     if run.get("clip") and Path(run["clip"]).resolve() != clip.resolve():
-        print(f"[world-sessions] warning: the decoder was trained with the vision tower {run['clip']}, "
+        print(f"[world-sessions] warning: the decoder was trained with the visual reference {run['clip']}, "
               f"but s_a will be computed with {clip}")
     text = text_encoder if text_encoder is not None else run.get("text_encoder")
     return {"decoder": str(dec.resolve()), "decoder_hash": _file_hash(dec / WEIGHTS_NAME),
-            "clip": str(clip.resolve()), "clip_hash": _file_hash(clip / VT_WEIGHTS),
-            "text_encoder": text, "random_frame_decoder": bool(run.get("random_frame", False))}
+            "clip": str(clip.resolve()), "clip_hash": _file_hash(reference_weights(clip)),
+            "text_encoder": text, "random_frame_decoder": bool(run.get("random_frame", False)),
+            "reference_patch": run.get("reference_patch")}
 
 
 def load_representation(inputs: dict[str, Any]):
@@ -123,13 +123,13 @@ def load_representation(inputs: dict[str, Any]):
     decoder's E_a, the vision tower and the text encoder with the decoder's n_text."""
     from animegamer.models.action_encoder import ActionRepresentation
     from animegamer.models.shot_decoder import ShotDecoder
+    from animegamer.models.reference_encoder import load_reference_encoder
     from animegamer.models.text_encoder import TextEncoder, TextEncoderConfig
-    from animegamer.models.vision_tower import VisionTower
 
     decoder = ShotDecoder.from_pretrained(inputs["decoder"])
     cfg = decoder.config
-    tower = VisionTower.from_pretrained(inputs["clip"]).float().eval().requires_grad_(False)
-    if (tower.n_visual, tower.d_visual) != (cfg.n_visual, cfg.d_visual_in):
+    tower = load_reference_encoder(inputs["clip"], inputs.get("reference_patch") or 4)
+    if hasattr(tower, "n_visual") and (tower.n_visual, tower.d_visual) != (cfg.n_visual, cfg.d_visual_in):
         raise ValueError(f"vision tower {inputs['clip']} gives {tower.n_visual} x {tower.d_visual} tokens, the decoder "
                          f"{inputs['decoder']} expects {cfg.n_visual} x {cfg.d_visual_in}: not the tower it was trained with")
     text = TextEncoder(TextEncoderConfig(path=inputs["text_encoder"], n_text=cfg.n_text))

@@ -31,6 +31,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ev.add_argument("--evaluator", default=None, metavar="CLIP_DIR",
                     help="a `train clip` run trained apart from the model's tower (other seed); "
                          "default: animegamer/weights/evaluator if present, else no CLIP columns")
+    ev.add_argument("--action-classifier", default=None, metavar="ACTION_DIR",
+                    help="video action classifier for the action column (`animegamer train action` run); "
+                         "default: the one beside the evaluator's tower, if any")
     ev.add_argument("--ablation", action="append", default=[], metavar="NAME=MODEL_PATH",
                     help="another system to play on the same sessions, e.g. 'no adaptation=DIR' or 'GC=DIR' "
                          "(repeatable)")
@@ -73,11 +76,11 @@ def _eval(args: argparse.Namespace) -> int:
     report = run_eval(
         args.out, sessions=args.sessions, model=args.model, data=args.data,
         seed=DEFAULT_SEED if args.seed is None else args.seed, turns=args.turns, height=args.height,
-        width=args.width, frames=args.frames, evaluator=args.evaluator,
+        width=args.width, frames=args.frames, evaluator=args.evaluator, actions=args.action_classifier,
         ablations=[parse_ablation(a) for a in args.ablation], window_ablations=args.window_ablation,
         contact_turns=args.contact_turns, fresh=args.fresh, progress=not args.no_progress, command=_command())
     print(format_summary(report))
-    print("PSNR / SSIM (*) are a stand-in for DreamSim.")
+    print("PSNR / SSIM / MS-SSIM (*) are a stand-in for DreamSim.")
     for w in report["warnings"]:
         print(f"warning: {w}")
     print(f"wrote {args.out}/eval.md, eval.json, eval.png, contact_sheet.png")

@@ -21,8 +21,10 @@ import torch
 
 
 def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, evaluator, n: int = 32,
-                     seed: int = 0, progress: bool = True) -> dict[str, Any]:
-    """Grade ``n`` cached held-out shots decoded from their true s_a (see module doc)."""
+                     seed: int = 0, progress: bool = True, steps: int | None = None,
+                     guidance: float | None = None) -> dict[str, Any]:
+    """Grade ``n`` cached held-out shots decoded from their true s_a (see module doc). ``steps`` /
+    ``guidance`` override the sampler settings stored with the decoder."""
     from tqdm.auto import tqdm
 
     from animegamer.evaluation.evaluator import probes
@@ -32,15 +34,19 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
     quant = MotionQuantizer.load()
     n = min(n, len(cache))
     out: dict[str, list[float]] = {k: [] for k in ("clip_i", "character", "place", "acc_f", "acc_f_wrong_level")}
+    decoded_levels = [0] * 5  # how often each level is measured on the decoded pixels (all 1 = nothing moves)
     for i in tqdm(range(n), desc="decode true s_a", disable=not progress, dynamic_ncols=True):
         item = cache[i]
         row = rows[int(cache.tensors["index"][i])]
         level = int(item["motion_level"])
         with torch.no_grad():
             s_a = decoder.net.action_encoder(item["f_md"][None], item["f_v"][None])[0]  # (N, D)
-        gen = decoder(s_a, level, torch.Generator().manual_seed(seed + i))
-        wrong = decoder(s_a, (level + 1) % 5 + 1, torch.Generator().manual_seed(seed + i))
-        out["acc_f"].append(float(motion_level_from_pixels(gen, quant)[0] == level))
+        gen = decoder(s_a, level, torch.Generator().manual_seed(seed + i), steps=steps, guidance=guidance)
+        wrong = decoder(s_a, (level + 1) % 5 + 1, torch.Generator().manual_seed(seed + i), steps=steps,
+                        guidance=guidance)
+        measured = motion_level_from_pixels(gen, quant)[0]
+        decoded_levels[measured - 1] += 1
+        out["acc_f"].append(float(measured == level))
         out["acc_f_wrong_level"].append(float(motion_level_from_pixels(wrong, quant)[0] == level))
         if evaluator is not None:
             true = frames_of(row)
@@ -50,7 +56,9 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
             for p in probes(row):
                 if p.attribute in ("character", "place"):
                     out[p.attribute].append(float(evaluator.answer(shot, p) == p.answer))
-    return {"shots": n, **{k: (float(np.mean(v)) if v else None) for k, v in out.items()}}
+    return {"shots": n, "steps": steps or decoder.diffusion.steps,
+            "guidance": guidance if guidance is not None else decoder.diffusion.guidance,
+            "decoded_level_counts": decoded_levels, **{k: (float(np.mean(v)) if v else None) for k, v in out.items()}}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
 
     ev_path = args.evaluator or (DEFAULT_EVALUATOR if DEFAULT_EVALUATOR.is_dir() else None)
     evaluator = Evaluator.load(ev_path) if ev_path else None
-    report = evaluate_decoder(decoder, cache, shots.rows, frames_of, evaluator, args.n, progress=not args.no_progress)
+    report = evaluate_decoder(decoder, cache, shots.rows, frames_of, evaluator, args.n, progress=not args.no_progress,
+                              steps=args.steps, guidance=args.guidance)
     report.update({"decoder": str(args.decoder), "evaluator": str(ev_path) if ev_path else None})
     print(json.dumps(report, indent=1))
     if args.out:
@@ -91,6 +100,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--evaluator", default=None, help="evaluator vision tower (default: the shipped one)")
     p.add_argument("--n", type=int, default=32, help="held-out shots (default: %(default)s)")
     p.add_argument("--out", default=None, help="JSON report path")
+    p.add_argument("--steps", type=int, default=None, help="sampler steps (default: the decoder's own)")
+    p.add_argument("--guidance", type=float, default=None, help="CFG scale (default: the decoder's own)")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=run)

@@ -65,8 +65,9 @@ class Evaluator:
     """Frozen vision tower + text encoder used only to grade shots (deterministic, no grad)."""
 
     def __init__(self, tower: Any, text: Any, path: str | None = None, weights_hash: str | None = None,
-                 batch: int = 32) -> None:
+                 batch: int = 32, actions: Any = None) -> None:
         self.tower = tower.float().eval().requires_grad_(False)
+        self.actions = actions  # an ActionClassifier (the "action" column), or None
         self.text = text
         self.path = path
         self.weights_hash = weights_hash
@@ -74,8 +75,11 @@ class Evaluator:
         self._captions: dict[str, torch.Tensor] = {}
 
     @classmethod
-    def load(cls, path: str | Path) -> "Evaluator":
-        """From a `train clip` run dir, its final/, or a vision_tower/ dir."""
+    def load(cls, path: str | Path, actions: str | Path | None = None) -> "Evaluator":
+        """From a `train clip` run dir, its final/, or a vision_tower/ dir. The action classifier
+        comes from ``actions`` (a `train action` run or its action_classifier/ dir), else from an
+        action_classifier/ beside the tower (as in the shipped weights/evaluator), else none."""
+        from animegamer.evaluation.action_classifier import ActionClassifier
         from animegamer.models.text_encoder import TextEncoder, TextEncoderConfig
         from animegamer.models.vision_tower import CONFIG_NAME, WEIGHTS_NAME, VisionTower
         from animegamer.phases.decoder import resolve_component
@@ -83,7 +87,14 @@ class Evaluator:
         tower_dir = resolve_component(path, CONFIG_NAME, "vision_tower")
         tower = VisionTower.from_pretrained(tower_dir)
         text = TextEncoder(TextEncoderConfig(path=_text_encoder_path(tower_dir)))
-        return cls(tower, text, str(tower_dir.resolve()), _file_hash(tower_dir / WEIGHTS_NAME))
+        # beside the tower: in the tower's own dir (the shipped flat layout) or its parent (a run's final/)
+        found = (ActionClassifier.find(actions) if actions is not None
+                 else ActionClassifier.find(tower_dir) or ActionClassifier.find(tower_dir.parent))
+        if actions is not None and found is None:
+            raise FileNotFoundError(f"{actions}: no action classifier (config.json + model.safetensors) in it, its "
+                                    "action_classifier/ or final/action_classifier/")
+        return cls(tower, text, str(tower_dir.resolve()), _file_hash(tower_dir / WEIGHTS_NAME),
+                   actions=ActionClassifier.load(found) if found is not None else None)
 
     @torch.no_grad()
     def embed_frames(self, frames: np.ndarray) -> torch.Tensor:
@@ -111,7 +122,9 @@ class Evaluator:
 
     def info(self) -> dict[str, Any]:
         return {"path": self.path, "weights_blake2b": self.weights_hash,
-                "text_encoder": self.text.cfg.path or "bundled all-MiniLM-L6-v2"}
+                "text_encoder": self.text.cfg.path or "bundled all-MiniLM-L6-v2",
+                "action_classifier": ({"path": self.actions.path, "weights_blake2b": self.actions.weights_hash}
+                                      if self.actions is not None else None)}
 
 
 # -- zero-shot probes from a world turn row ---------------------------------------------------------

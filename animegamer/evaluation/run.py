@@ -43,7 +43,7 @@ import torch
 
 from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR, Evaluator, probes, recorded_tower_hashes
 from animegamer.evaluation.metrics import (
-    align_clips, mean_abs_error, motion_level_from_pixels, psnr, ssim,
+    MS_SSIM_MIN_SIDE, align_clips, mean_abs_error, motion_level_from_pixels, ms_ssim, psnr, ssim,
 )
 from animegamer.io_utils import write_json, write_jsonl
 
@@ -152,7 +152,9 @@ class Scorer:
         true = self.true_frames(row) if true is None else true
         g, t = align_clips(gen, true)
         level, mag = motion_level_from_pixels(gen, self.quantizer)
-        m: dict[str, Any] = {"psnr": psnr(g, t), "ssim": ssim(g, t), "ml_pixels": level, "flow": mag,
+        big_enough = min(t.shape[1:3]) >= MS_SSIM_MIN_SIDE
+        m: dict[str, Any] = {"psnr": psnr(g, t), "ssim": ssim(g, t), "ms_ssim": ms_ssim(g, t) if big_enough else None,
+                             "ml_pixels": level, "flow": mag,
                              "acc_f_pixels": float(level == int(row["motion_level"]))}
         ctx: dict[str, Any] = {"place": row["place"], "props": list(row.get("props") or [])}
         continued = (prev is not None and not row.get("place_changed", True) and prev["place"] == row["place"]
@@ -160,6 +162,8 @@ class Scorer:
         ev = self.evaluator
         if ev is None:
             return m, ctx
+        if ev.actions is not None:
+            m["action_acc"] = float(ev.actions.predict(g) == row["motion"])
         eg = ev.embed_frames(g)  # (T, E)
         et = self._embed_true(row, t)
         m["clip_i"] = float((eg * et).sum(-1).mean())
@@ -248,7 +252,7 @@ def reference_rows(sessions: list[list[dict[str, Any]]], scorer: Scorer) -> dict
         prev = None
         for row in rows:
             m, prev = scorer.score(scorer.true_frames(row), row, prev)
-            for k in ("psnr", "ssim", "clip_i"):  # identical clips: 100 % by construction, not informative
+            for k in ("psnr", "ssim", "ms_ssim", "clip_i"):  # identical clips: 100 % by construction, not informative
                 m[k] = None
             truth.append({"system": GROUND_TRUTH, "session": row["session"], "turn": row["turn"], **m})
         if len(sessions) < 2:
@@ -279,7 +283,7 @@ def _fingerprint(spec: SystemSpec, world: "WorldDataset", sessions: list[list[di
     return {"model": _model_stamp(spec.model), "window": spec.window, "world": str(world.root.resolve()),
             "world_seed": world.meta.get("seed"), "sessions": [s[0]["session"] for s in sessions],
             "turns": [len(s) for s in sessions], "evaluator": evaluator.weights_hash if evaluator else None,
-            "version": 1}
+            "actions": evaluator.actions.weights_hash if evaluator and evaluator.actions else None, "version": 2}
 
 
 def _load_cached(out: Path, spec: SystemSpec, fp: dict) -> list[dict[str, Any]] | None:
@@ -349,7 +353,7 @@ def build_systems(model: str | None, ablations: list[tuple[str, str]], window_ab
 
 def run_eval(out: str | Path, sessions: int = 20, model: str | None = None, data: str | None = None,
              seed: int = DEFAULT_SEED, turns: int = 5, height: int = 96, width: int = 144, frames: int = 17,
-             evaluator: str | None = None, ablations: list[tuple[str, str]] | None = None,
+             evaluator: str | None = None, actions: str | None = None, ablations: list[tuple[str, str]] | None = None,
              window_ablations: list[int] | None = None, contact_turns: int = 8, fresh: bool = False,
              progress: bool = True, command: str | None = None) -> dict[str, Any]:
     """Play, grade and report (OUT/eval.json, eval.md, eval.png, contact_sheet.png); returns the report."""
@@ -363,7 +367,7 @@ def run_eval(out: str | Path, sessions: int = 20, model: str | None = None, data
     world, held = prepare_world(out, data, seed, sessions, turns, height, width, frames, progress)
     world_seed = int(world.meta.get("seed", seed))
     ev_path = evaluator or (DEFAULT_EVALUATOR if DEFAULT_EVALUATOR.is_dir() else None)
-    ev = Evaluator.load(ev_path) if ev_path else None
+    ev = Evaluator.load(ev_path, actions) if ev_path else None
     warnings: list[str] = []
     if ev is None:
         warnings.append("no evaluator (--evaluator CLIP_RUN): CLIP-I, CLIP-T and the zero-shot columns are empty")

@@ -35,7 +35,7 @@ PART_SIZE = 256
 # see the report of the decoder in the PR notes / final/metrics.json.
 PRESETS: dict[str, dict] = {
     "tiny": {
-        "decoder": "tiny", "n_text": 8, "warmup_stage_steps": 4, "warmup_stage_lr": 1e-3,
+        "decoder": "tiny", "n_text": 8, "visual_reference": "clip", "reference_patch": 2, "warmup_stage_steps": 4, "warmup_stage_lr": 1e-3,
         "sample": dict(steps=2, guidance=2.0),
         "train": dict(steps=6, batch_size=2, lr=1e-3, warmup_steps=1, log_every=2, save_every=3, ema_decay=0.0),
     },
@@ -43,7 +43,8 @@ PRESETS: dict[str, dict] = {
         # No warm-up stage from scratch: with adaLN-zero init the frozen transformer outputs 0, so the
         # condition path gets no gradient at all (measured: grad norm 0.0 for 20 warm-up steps). The
         # paper's warm-up is for a PRETRAINED transformer (preset "paper"); use --warmup-stage-steps there.
-        "decoder": "default", "n_text": 16, "warmup_stage_steps": 0, "warmup_stage_lr": 1e-3,
+        # f_v = the autoencoder latent of the first frame (models/reference_encoder.py says why)
+        "decoder": "default", "n_text": 16, "visual_reference": "latent", "reference_patch": 4, "warmup_stage_steps": 0, "warmup_stage_lr": 1e-3,
         "sample": dict(steps=6, guidance=3.0),
         # The shipped run: 2000 joint steps (a CPU budget, not convergence); EMA 0.995 so a short run
         # is not dominated by its initial weights.
@@ -57,8 +58,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from animegamer.training.cli import add_train_arguments
 
     add_train_arguments(parser, list(PRESETS))
-    parser.add_argument("--clip", required=True,
-                        help="vision tower: a `train clip` run dir, its final/, or the vision_tower/ dir")
+    parser.add_argument("--clip", default=None,
+                        help="vision tower (with --visual-reference clip): a `train clip` run dir, its final/, or "
+                             "the vision_tower/ dir")
+    parser.add_argument("--visual-reference", choices=["clip", "latent"], default=None,
+                        help="what f_v is: the vision tower's patch tokens (clip, the paper's) or the autoencoder "
+                             "latent of the first frame in patches (latent; see models/reference_encoder.py). "
+                             "Default: the preset's")
+    parser.add_argument("--reference-patch", type=int, default=None,
+                        help="latent reference: latent patch side per f_v token (default: the preset's)")
     parser.add_argument("--vae", required=True,
                         help="autoencoder: a `train vae` run dir, its final/, or the autoencoder/ dir")
     parser.add_argument("--text-encoder", default=None,
@@ -112,6 +120,7 @@ def _cache_meta(args: argparse.Namespace, split: str, n_text: int, limit: int | 
         "data": str(Path(args.data).resolve()), "data_seed": data_meta.get("seed"),
         "data_counts": data_meta.get("counts"), "clip": stamp(clip_dir), "vae": stamp(vae_dir),
         "text_encoder": args.text_encoder, "n_text": n_text, "random_frame": bool(args.random_frame),
+        "reference_patch": args.reference_patch,
     }
 
 
@@ -307,7 +316,8 @@ def run(args: argparse.Namespace) -> int:
     from animegamer.models.diffusion import Denoiser, DiffusionConfig, collate_decoder
     from animegamer.models.shot_decoder import ShotDecoder
     from animegamer.models.text_encoder import TextEncoder, TextEncoderConfig
-    from animegamer.models.vision_tower import CONFIG_NAME as VT_CONFIG, VisionTower
+    from animegamer.models.reference_encoder import load_reference_encoder
+    from animegamer.models.vision_tower import CONFIG_NAME as VT_CONFIG
     from animegamer.training.checkpoint import save_json_atomic
     from animegamer.training.cli import train_config_from_args
     from animegamer.training.loop import train
@@ -317,8 +327,15 @@ def run(args: argparse.Namespace) -> int:
     cfg = train_config_from_args(preset["train"], args)
     out = Path(args.out)
     progress = not args.no_progress
-    clip_dir = resolve_component(args.clip, VT_CONFIG, "vision_tower")
     vae_dir = resolve_component(args.vae, AE_CONFIG, "autoencoder")
+    kind = args.visual_reference or preset["visual_reference"]
+    args.reference_patch = (args.reference_patch or preset["reference_patch"]) if kind == "latent" else None
+    if kind == "clip":
+        if args.clip is None:
+            raise SystemExit("train decoder: --visual-reference clip needs --clip (a `train clip` run)")
+        clip_dir = resolve_component(args.clip, VT_CONFIG, "vision_tower")
+    else:  # the autoencoder's own latent is the reference: nothing else to train or ship
+        clip_dir = vae_dir
     ae = ShotAutoencoder.from_pretrained(vae_dir).float().eval().requires_grad_(False)
     n_text = preset["n_text"]
 
@@ -336,7 +353,7 @@ def run(args: argparse.Namespace) -> int:
 
     def get_encoders() -> dict:
         if not encoders:
-            encoders["tower"] = VisionTower.from_pretrained(clip_dir).float().eval().requires_grad_(False)
+            encoders["tower"] = load_reference_encoder(clip_dir, args.reference_patch or 4)
             encoders["text"] = TextEncoder(TextEncoderConfig(path=args.text_encoder, n_text=n_text))
             encoders["ae"] = ae
         return encoders

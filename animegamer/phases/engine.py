@@ -68,6 +68,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-rep-norm", action="store_true", help="train on raw s_a (no per-(token, dim) standardising)")
     parser.add_argument("--synthetic", type=int, default=0, metavar="N", help="train on N synthetic sessions")
     parser.add_argument("--synthetic-turns", type=int, default=8)
+    parser.add_argument("--init", type=Path, default=None, metavar="ENGINE",
+                        help="start from a trained engine (a `train engine` run, its final/ or a model dir): its "
+                             "config, LoRA, embeddings, resamplers and s_a statistics; a fresh optimiser and schedule")
+    parser.add_argument("--init-new-targets", action="store_true",
+                        help="with --init: the s_a targets come from another decoder than the init engine's (e.g. a "
+                             "new visual reference): keep its LoRA and embeddings, standardise s_a with THIS data's "
+                             "statistics (the resamplers re-learn the new space)")
     parser.add_argument("--max-turns", type=int, default=5, help="longest training sample (history + target)")
     parser.add_argument("--window", type=int, default=None, help="play-time history window (turns)")
     parser.add_argument("--lora-rank", type=int, default=None)
@@ -130,9 +137,10 @@ def evaluate(engine, sessions: list, closed_loop: bool = False) -> dict[str, Any
 def run(args: argparse.Namespace) -> int:
     from animegamer.engine.data import EngineCollate, EngineDataset
     from animegamer.engine.evaluate import evaluate_engine, format_summary, write_report
-    from animegamer.engine.model import EngineConfig, GameEngine, engine_config, load_engine
+    from animegamer.engine.model import (ENGINE_CONFIG, ENGINE_WEIGHTS, EngineConfig, GameEngine, engine_config,
+                                         load_engine, resolve_engine)
     from animegamer.engine.world_sessions import rep_stats
-    from animegamer.training.checkpoint import load_json, save_json_atomic
+    from animegamer.training.checkpoint import load_json, load_safetensors, save_json_atomic
     from animegamer.training.cli import train_config_from_args
     from animegamer.training.loop import train
 
@@ -159,8 +167,22 @@ def run(args: argparse.Namespace) -> int:
     if not train_sessions:
         raise SystemExit("train engine: no training sessions left after --eval-sessions")
 
+    init_weights = None
+    if args.init is not None and not (args.resume and saved_cfg.is_file()):  # a resumed run has its own weights
+        init_dir = resolve_engine(args.init)
+        init_cfg = EngineConfig.from_dict(load_json(init_dir / ENGINE_CONFIG)["config"])
+        if (init_cfg.rep_tokens, init_cfg.rep_dim) != (cfg.rep_tokens, cfg.rep_dim):
+            raise SystemExit(f"train engine: --init {args.init} predicts {init_cfg.rep_tokens} x {init_cfg.rep_dim} "
+                             f"s_a, the data has {cfg.rep_tokens} x {cfg.rep_dim}")
+        cfg = EngineConfig.from_dict({**init_cfg.to_dict(), **({"window": args.window} if args.window else {})})
+        init_weights = load_safetensors(init_dir / ENGINE_WEIGHTS)
+        print(f"[engine] initialised from {init_dir}")
+
     engine = GameEngine(cfg)
-    if cfg.rep_norm:  # statistics of the training s_a (a resumed run reloads the same from its checkpoint)
+    if init_weights is not None:  # also restores the s_a statistics the weights were trained with
+        engine.load_trainable_state_dict(init_weights)
+    # statistics of the training s_a (a resumed run reloads the same from its checkpoint)
+    if cfg.rep_norm and (init_weights is None or args.init_new_targets):
         stats = source.get("stats")
         engine.set_rep_stats(*(stats if stats is not None and "sessions_dir" in source else rep_stats(train_sessions)))
     dataset = EngineDataset(train_sessions, engine.builder, max_turns=args.max_turns)
@@ -175,6 +197,7 @@ def run(args: argparse.Namespace) -> int:
         save_json_atomic({"engine": cfg.to_dict(), "data": source, "max_turns": args.max_turns,
                           "decoder": str(args.decoder) if args.decoder else None,
                           "clip": str(args.clip) if args.clip else None,
+                          "init": str(args.init) if args.init else None,
                           "eval_sessions": args.eval_sessions}, saved_cfg)
     result = train(engine, dataset, collate, tcfg, out, resume=args.resume)
     print(f"[engine] step {result['step']} loss {result['loss']} -> {result['final_dir']}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-PHASES = ["clip", "vae", "decoder", "engine", "adapt"]
+PHASES = ["clip", "vae", "decoder", "engine", "adapt", "action"]
 
 # command-line flag -> TrainConfig field (all default to None = "take the preset's value")
 _TRAIN_FLAGS = {

@@ -61,6 +61,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="rewrite the dataset's motion_level labels with the packaged thresholds")
     p.set_defaults(func=_fit_levels)
 
+    p = wsub.add_parser("level-ceiling", help="how well the motion level can be predicted from what the engine "
+                                              "is told (a lookup table fit on train, scored on val + test)")
+    p.add_argument("--data", required=True)
+    p.set_defaults(func=_level_ceiling)
+
     p = wsub.add_parser("bench", help="shots per second rendered and annotated (flow included)")
     p.add_argument("--sessions", type=_positive("--sessions"), default=200,
                    help="1000 shots by default: enough that process start-up does not dominate")
@@ -142,6 +147,16 @@ def _fit_levels(args: argparse.Namespace) -> int:
         from animegamer.world.dataset import relabel_motion_levels
         counts = relabel_motion_levels(args.data, MotionQuantizer.load())
         print(f"relabelled {args.data}: level counts {counts}")
+    return 0
+
+
+def _level_ceiling(args: argparse.Namespace) -> int:
+    from animegamer.world.dataset import WorldDataset
+    from animegamer.world.level_ceiling import level_ceiling
+
+    world = WorldDataset(args.data)
+    print(json.dumps(level_ceiling(world.split_rows("train"), world.split_rows("val") + world.split_rows("test")),
+                     indent=1))
     return 0
 
 
