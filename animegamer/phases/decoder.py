@@ -43,8 +43,9 @@ PRESETS: dict[str, dict] = {
         # No warm-up stage from scratch: with adaLN-zero init the frozen transformer outputs 0, so the
         # condition path gets no gradient at all (measured: grad norm 0.0 for 20 warm-up steps). The
         # paper's warm-up is for a PRETRAINED transformer (preset "paper"); use --warmup-stage-steps there.
-        # f_v = the autoencoder latent of the first frame (models/reference_encoder.py says why)
-        "decoder": "default", "n_text": 16, "visual_reference": "latent", "reference_patch": 4, "warmup_stage_steps": 0, "warmup_stage_lr": 1e-3,
+        # f_v = the vision tower's patch tokens, as the shipped model; "latent" (models/reference_encoder.py)
+        # measured only marginally better in one 2100-step run (docs/TRAINING.md)
+        "decoder": "default", "n_text": 16, "visual_reference": "clip", "reference_patch": 4, "warmup_stage_steps": 0, "warmup_stage_lr": 1e-3,
         "sample": dict(steps=6, guidance=3.0),
         # The shipped run: 2000 joint steps (a CPU budget, not convergence); EMA 0.995 so a short run
         # is not dominated by its initial weights.
