@@ -26,7 +26,7 @@ mkdir -p "$RUNS" "$DATA"
 resume() { [[ -d "$1/checkpoints" ]] && echo --resume || true; }
 
 # World data: 1200 sessions x 5 turns (seed 1000; its first 300 sessions are `fit`, the
-# autoencoder's data) to train on; seed 3000 for the evaluator, never seen by the model.
+# autoencoder's data) to train on.
 [[ -d "$RUNS/vae/final" || -f "$DATA/fit/meta.json" ]] || "$AG" world render --sessions 300 --turns 5 --seed 1000 --out "$DATA/fit"
 [[ -f "$DATA/big/meta.json" ]] || "$AG" world render --sessions 1200 --turns 5 --seed 1000 --out "$DATA/big"
 
