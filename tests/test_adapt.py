@@ -136,12 +136,18 @@ def test_eval_decoder_grades_true_s_a(runs, tmp_path):
     out = tmp_path / "dec.json"
     args = parser.parse_args(["eval-decoder", "--decoder", str(root / "decoder"), "--data", str(runs["world"]),
                               "--evaluator", str(root / "clip"), "--n", "2", "--out", str(out), "--no-progress",
-                              "--steps", "1", "--guidance", "1.5"])
+                              "--steps", "1", "--guidance", "1.5", "--sheet", str(tmp_path / "sheet.png"),
+                              "--sheet-shots", "2"])
     assert args.func(args) == 0
     r = json.loads(out.read_text())
     assert r["shots"] == 2 and r["steps"] == 1 and r["guidance"] == 1.5 and sum(r["decoded_level_counts"]) == 2
-    for k in ("clip_i", "character", "place", "acc_f", "acc_f_wrong_level"):
+    for k in ("clip_i", "character", "place", "acc_f", "acc_f_wrong_level", "ssim"):
         assert r[k] is not None and -1 <= r[k] <= 1
+    assert r["psnr"] > 0 and r["ms_ssim"] is None  # the tiny world's 48-px frames are below MS-SSIM's minimum
+    from PIL import Image
+
+    with Image.open(r["sheet"]) as im:  # 2 rows: decoded strip beside the annotated true strip
+        assert im.width > im.height > 0
 
 
 def test_latent_visual_reference_trains_decoder_and_engine(runs, tmp_path):
@@ -166,3 +172,55 @@ def test_latent_visual_reference_trains_decoder_and_engine(runs, tmp_path):
                          "--out", str(tmp_path / "engine"), "--steps", "1", "--no-closed-loop", "--eval-windows", "1"])
     built = json.loads((tmp_path / "engine" / "sessions" / "train" / "engine_meta.json").read_text())
     assert reference_kind(built["build"]["clip"]) == "latent"
+
+
+def test_cache_only_then_an_ablation_shares_the_cache(runs, tmp_path):
+    """--cache-only builds the features and stops; a --no-motion-level run reads the same cache
+    (the level is not a cached feature) and trains a decoder that ignores the level."""
+    from animegamer.models.shot_decoder import ShotDecoder
+
+    root, w = runs["root"], str(runs["world"])
+    common = ["--preset", "tiny", "--data", w, "--clip", str(root / "clip"), "--vae", str(root / "vae"),
+              "--cache", str(tmp_path / "cache"), "--samples", "0", "--eval-shots", "4"]
+    run_phase("decoder", common + ["--out", str(tmp_path / "full"), "--cache-only"])
+    assert json.loads((tmp_path / "cache" / "train" / "meta.json").read_text())["parts"] >= 1
+    assert not (tmp_path / "full" / "joint").exists()  # nothing trained
+    stamp = (tmp_path / "cache" / "train" / "part_00000.safetensors").stat().st_mtime_ns
+    run_phase("decoder", common + ["--out", str(tmp_path / "no_ml"), "--no-motion-level", "--steps", "2"])
+    assert (tmp_path / "cache" / "train" / "part_00000.safetensors").stat().st_mtime_ns == stamp  # reused
+    dec = ShotDecoder.from_pretrained(tmp_path / "no_ml" / "joint" / "final" / "shot_decoder")
+    assert not dec.config.use_motion_level
+    s_a = torch.randn(dec.config.n_tokens, dec.config.d_cond)
+    a = dec(s_a, 1, torch.Generator().manual_seed(0), steps=1)
+    b = dec(s_a, 5, torch.Generator().manual_seed(0), steps=1)
+    assert (a == b).all()  # the level cannot change anything
+
+
+def test_gc_baseline_caption_condition(runs, tmp_path):
+    """--condition caption (the GC baseline): f_md encodes the whole caption, the visual stream is one
+    constant token, and the engine's s_a targets are built the same way (from the decoder run's cache)."""
+    from animegamer.engine.data import load_sessions
+    from animegamer.models.shot_decoder import ShotDecoder
+
+    root, w = runs["root"], str(runs["world"])
+    run_phase("decoder", ["--preset", "tiny", "--data", w, "--condition", "caption", "--n-text", "12",
+                          "--vae", str(root / "vae"), "--out", str(tmp_path / "gc"), "--steps", "2",
+                          "--latents-from", str(root / "decoder" / "cache"),
+                          "--freeze-action-encoder", "--samples", "0", "--eval-shots", "4"])
+    meta = json.loads((tmp_path / "gc" / "cache" / "train" / "meta.json").read_text())
+    assert meta["condition"] == "caption" and meta["n_text"] == 12
+    mine = load_safetensors(tmp_path / "gc" / "cache" / "train" / "part_00000.safetensors")
+    theirs = load_safetensors(root / "decoder" / "cache" / "train" / "part_00000.safetensors")
+    assert torch.equal(mine["latents"], theirs["latents"]) and not torch.equal(mine["f_md"], theirs["f_md"])
+    dec = ShotDecoder.from_pretrained(tmp_path / "gc" / "joint" / "final" / "shot_decoder")
+    assert (dec.config.n_text, dec.config.n_visual, dec.config.d_visual_in) == (12, 1, 1)
+    run_phase("engine", ["--preset", "tiny", "--data", w, "--decoder",
+                         str(tmp_path / "gc" / "warmup" / "final" / "shot_decoder"),
+                         "--out", str(tmp_path / "engine"), "--steps", "1", "--no-closed-loop", "--eval-windows", "1"])
+    sess_dir = tmp_path / "engine" / "sessions" / "train"
+    assert json.loads((sess_dir / "engine_meta.json").read_text())["build"]["condition"] == "caption"
+    turns = [t for s in load_sessions(sess_dir)[0] for t in s]
+    vis = torch.stack([t["s_a"][12:] for t in turns])  # (turns, 1, D): the constant visual token
+    assert torch.allclose(vis, vis[:1].expand_as(vis))
+    text = torch.stack([t["s_a"][:12] for t in turns])
+    assert not torch.allclose(text, text[:1].expand_as(text))  # captions differ turn to turn

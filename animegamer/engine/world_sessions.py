@@ -79,7 +79,8 @@ def decoder_run_inputs(decoder_dir: Path) -> dict[str, Any]:
                 continue
             if m.get("format") == CACHE_FORMAT and m.get("split") == "train":
                 return {"clip": m["clip"]["path"], "text_encoder": m.get("text_encoder"), "n_text": m.get("n_text"),
-                        "random_frame": m.get("random_frame", False), "reference_patch": m.get("reference_patch")}
+                        "random_frame": m.get("random_frame", False), "reference_patch": m.get("reference_patch"),
+                        "condition": m.get("condition", "motion")}
     return {}
 
 
@@ -115,7 +116,10 @@ def representation_inputs(decoder_dir: str | Path, clip_dir: str | Path | None,
     return {"decoder": str(dec.resolve()), "decoder_hash": _file_hash(dec / WEIGHTS_NAME),
             "clip": str(clip.resolve()), "clip_hash": _file_hash(reference_weights(clip)),
             "text_encoder": text, "random_frame_decoder": bool(run.get("random_frame", False)),
-            "reference_patch": run.get("reference_patch")}
+            "reference_patch": run.get("reference_patch"),
+            # "caption": the GC baseline's decoder (caption text, no visual reference); the key is left
+            # out for the default so engine sessions built before it keep matching
+            **({"condition": run["condition"]} if run.get("condition", "motion") != "motion" else {})}
 
 
 def load_representation(inputs: dict[str, Any]):
@@ -128,7 +132,10 @@ def load_representation(inputs: dict[str, Any]):
 
     decoder = ShotDecoder.from_pretrained(inputs["decoder"])
     cfg = decoder.config
-    tower = load_reference_encoder(inputs["clip"], inputs.get("reference_patch") or 4)
+    from animegamer.models.reference_encoder import NoVisualReference
+
+    tower = (NoVisualReference() if inputs.get("condition") == "caption"
+             else load_reference_encoder(inputs["clip"], inputs.get("reference_patch") or 4))
     if hasattr(tower, "n_visual") and (tower.n_visual, tower.d_visual) != (cfg.n_visual, cfg.d_visual_in):
         raise ValueError(f"vision tower {inputs['clip']} gives {tower.n_visual} x {tower.d_visual} tokens, the decoder "
                          f"{inputs['decoder']} expects {cfg.n_visual} x {cfg.d_visual_in}: not the tower it was trained with")
@@ -234,7 +241,8 @@ def build_engine_sessions(world_dir: str | Path, decoder_dir: str | Path, clip_d
                 else representation if representation is not None else load_representation(inputs)
         rows = [r for _, rs in chunk for r in rs]
         with torch.no_grad():
-            s_a = rep.encode(_first_frames(world, rows), [r["motion_text"] for r in rows]).float()  # (B, N, D)
+            text_key = "caption" if inputs.get("condition") == "caption" else "motion_text"  # GC: the caption
+            s_a = rep.encode(_first_frames(world, rows), [r[text_key] for r in rows]).float()  # (B, N, D)
         k = 0
         for sid, rs in chunk:
             save_safetensors_atomic({"s_a": s_a[k:k + len(rs)].contiguous()}, rep_path[sid])  # (T, N, D)

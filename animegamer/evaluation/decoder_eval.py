@@ -5,9 +5,11 @@
 s_a = E_a(motion text, the shot's first frame) from the decoder run's val feature cache
 (``DECODER_RUN/cache/val_K``), decoded with the true motion level and a fixed seed. Columns:
 CLIP-I of decoded vs true frames, character and place accuracy by the evaluator's zero-shot
-probes, motion-level accuracy measured from the decoded PIXELS (the world's DIS-flow quantiser),
-and the same accuracy when the decoder is given a WRONG level (true + 2, wrapped): if the motion
-level steers the motion, accuracy against the true level drops there.
+probes, action accuracy by the evaluator's video action classifier, PSNR / SSIM / MS-SSIM against
+the true shot (the DreamSim stand-in of `eval`), motion-level accuracy measured from the decoded
+PIXELS (the world's DIS-flow quantiser), and the same accuracy when the decoder is given a WRONG
+level (true + 2, wrapped): if the motion level steers the motion, accuracy against the true level
+drops there. ``--sheet FILE.png``: the first decoded shots beside their ground truth.
 """
 from __future__ import annotations
 
@@ -22,18 +24,21 @@ import torch
 
 def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, evaluator, n: int = 32,
                      seed: int = 0, progress: bool = True, steps: int | None = None,
-                     guidance: float | None = None) -> dict[str, Any]:
+                     guidance: float | None = None, keep: int = 0) -> dict[str, Any]:
     """Grade ``n`` cached held-out shots decoded from their true s_a (see module doc). ``steps`` /
-    ``guidance`` override the sampler settings stored with the decoder."""
+    ``guidance`` override the sampler settings stored with the decoder. The first ``keep`` decoded
+    shots are returned under "_shots" as (row, decoded uint8 frames) for a contact sheet."""
     from tqdm.auto import tqdm
 
     from animegamer.evaluation.evaluator import probes
-    from animegamer.evaluation.metrics import motion_level_from_pixels
+    from animegamer.evaluation.metrics import MS_SSIM_MIN_SIDE, align_clips, motion_level_from_pixels, ms_ssim, psnr, ssim
     from animegamer.world.flow import MotionQuantizer
 
     quant = MotionQuantizer.load()
     n = min(n, len(cache))
-    out: dict[str, list[float]] = {k: [] for k in ("clip_i", "character", "place", "acc_f", "acc_f_wrong_level")}
+    out: dict[str, list[float]] = {k: [] for k in ("clip_i", "character", "place", "action", "acc_f",
+                                                    "acc_f_wrong_level", "psnr", "ssim", "ms_ssim")}
+    kept: list[tuple[dict[str, Any], np.ndarray]] = []
     decoded_levels = [0] * 5  # how often each level is measured on the decoded pixels (all 1 = nothing moves)
     for i in tqdm(range(n), desc="decode true s_a", disable=not progress, dynamic_ncols=True):
         item = cache[i]
@@ -48,8 +53,17 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
         decoded_levels[measured - 1] += 1
         out["acc_f"].append(float(measured == level))
         out["acc_f_wrong_level"].append(float(motion_level_from_pixels(wrong, quant)[0] == level))
+        true = frames_of(row)
+        g, t = align_clips(gen, true)
+        out["psnr"].append(psnr(g, t))
+        out["ssim"].append(ssim(g, t))
+        if min(t.shape[1:3]) >= MS_SSIM_MIN_SIDE:
+            out["ms_ssim"].append(ms_ssim(g, t))
+        if len(kept) < keep:
+            kept.append((row, gen))
         if evaluator is not None:
-            true = frames_of(row)
+            if evaluator.actions is not None:
+                out["action"].append(float(evaluator.actions.predict(gen) == row["motion"]))
             eg, et = evaluator.embed_frames(gen), evaluator.embed_frames(true)
             out["clip_i"].append(float((eg * et).sum(-1).mean()))
             shot = evaluator.shot_embedding(eg)
@@ -58,7 +72,25 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
                     out[p.attribute].append(float(evaluator.answer(shot, p) == p.answer))
     return {"shots": n, "steps": steps or decoder.diffusion.steps,
             "guidance": guidance if guidance is not None else decoder.diffusion.guidance,
-            "decoded_level_counts": decoded_levels, **{k: (float(np.mean(v)) if v else None) for k, v in out.items()}}
+            "decoded_level_counts": decoded_levels, **{k: (float(np.mean(v)) if v else None) for k, v in out.items()},
+            **({"_shots": kept} if keep else {})}
+
+
+def decoded_sheet(shots: list[tuple[dict[str, Any], np.ndarray]], frames_of, path: str | Path) -> Path:
+    """One row per shot: first / middle / last decoded frames, then the true shot with its annotations."""
+    from animegamer.world.preview import BG, save_png, shot_strip
+
+    rows = [np.concatenate([shot_strip(gen), np.full((shot_strip(gen).shape[0], 8, 3), BG, np.uint8),
+                            shot_strip(frames_of(row), row)], axis=1) for row, gen in shots]
+    if not rows:
+        raise ValueError("decoded_sheet: no shots")
+    w = max(r.shape[1] for r in rows)
+    pad = 8
+    sheet = np.full((len(rows) * (rows[0].shape[0] + pad) + pad, w + 2 * pad, 3), BG, np.uint8)
+    for i, r in enumerate(rows):
+        y = pad + i * (r.shape[0] + pad)
+        sheet[y:y + r.shape[0], pad:pad + r.shape[1]] = r
+    return save_png(sheet, path)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -83,7 +115,9 @@ def run(args: argparse.Namespace) -> int:
     ev_path = args.evaluator or (DEFAULT_EVALUATOR if DEFAULT_EVALUATOR.is_dir() else None)
     evaluator = Evaluator.load(ev_path) if ev_path else None
     report = evaluate_decoder(decoder, cache, shots.rows, frames_of, evaluator, args.n, progress=not args.no_progress,
-                              steps=args.steps, guidance=args.guidance)
+                              steps=args.steps, guidance=args.guidance, keep=args.sheet_shots if args.sheet else 0)
+    if args.sheet:
+        report["sheet"] = str(decoded_sheet(report.pop("_shots"), frames_of, args.sheet))
     report.update({"decoder": str(args.decoder), "evaluator": str(ev_path) if ev_path else None})
     print(json.dumps(report, indent=1))
     if args.out:
@@ -102,6 +136,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, help="JSON report path")
     p.add_argument("--steps", type=int, default=None, help="sampler steps (default: the decoder's own)")
     p.add_argument("--guidance", type=float, default=None, help="CFG scale (default: the decoder's own)")
+    p.add_argument("--sheet", default=None, help="PNG contact sheet: decoded shots (left) beside the truth (right)")
+    p.add_argument("--sheet-shots", type=int, default=8, help="shots on the contact sheet (default: %(default)s)")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=run)

@@ -58,6 +58,22 @@ class LatentReference(nn.Module):
         return z.reshape(b, gh * gw, c * p * p)  # (B, n_visual, d_visual)
 
 
+class NoVisualReference(nn.Module):
+    """The GC baseline's "visual reference": one all-zero token, so s_a carries the text alone.
+
+    E_a keeps its two streams (the same classes train and ship), but the visual stream sees the
+    same constant for every shot, i.e. it is a fixed token that tells the decoder nothing.
+    """
+
+    n_visual = 1
+    d_visual = 1
+
+    @torch.no_grad()
+    def patch_tokens(self, images: torch.Tensor) -> torch.Tensor:
+        """(B, 3, H, W) -> zeros (B, 1, 1)."""
+        return torch.zeros(images.shape[0], 1, 1)
+
+
 def reference_kind(directory: str | Path) -> str:
     """'clip' or 'latent' for a resolved reference dir (by its config file)."""
     from animegamer.models.autoencoder import CONFIG_NAME as AE_CONFIG

@@ -43,9 +43,10 @@ PRESETS: dict[str, dict] = {
         # No warm-up stage from scratch: with adaLN-zero init the frozen transformer outputs 0, so the
         # condition path gets no gradient at all (measured: grad norm 0.0 for 20 warm-up steps). The
         # paper's warm-up is for a PRETRAINED transformer (preset "paper"); use --warmup-stage-steps there.
-        # f_v = the vision tower's patch tokens, as the shipped model; "latent" (models/reference_encoder.py)
-        # measured only marginally better in one 2100-step run (docs/TRAINING.md)
-        "decoder": "default", "n_text": 16, "visual_reference": "clip", "reference_patch": 4, "warmup_stage_steps": 0, "warmup_stage_lr": 1e-3,
+        # f_v = the autoencoder latent of the first frame (models/reference_encoder.py), as the shipped
+        # model since 2026-11-24: end to end it beat the tower's tokens on nearly every column of the
+        # eval table (CLIP-I 0.38 vs 0.12; docs/TRAINING.md). "clip" is the paper's choice.
+        "decoder": "default", "n_text": 16, "visual_reference": "latent", "reference_patch": 4, "warmup_stage_steps": 0, "warmup_stage_lr": 1e-3,
         "sample": dict(steps=6, guidance=3.0),
         # The shipped run: 2000 joint steps (a CPU budget, not convergence); EMA 0.995 so a short run
         # is not dominated by its initial weights.
@@ -85,6 +86,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup-only", action="store_true",
                         help="stop after the warm-up stage (rerun with --resume for the joint stage); with "
                              "--freeze-action-encoder, phase b can start on warmup/final/shot_decoder meanwhile")
+    parser.add_argument("--condition", choices=["motion", "caption"], default="motion",
+                        help="what the text stream f_md encodes: the motion description with the visual reference "
+                             "(motion: s_a, the paper's) or the shot's whole caption with NO visual reference "
+                             "(caption: the GC baseline's text-only decoder; the visual stream is one constant token)")
+    parser.add_argument("--n-text", type=int, default=None,
+                        help="text tokens of f_md (default: the preset's; captions need about 32)")
     parser.add_argument("--random-frame", action="store_true",
                         help="ablation: f_v from a random frame of the shot instead of the first")
     parser.add_argument("--no-motion-level", action="store_true",
@@ -97,6 +104,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="bf16 autocast when sampling (measured faster on this CPU; default: on)")
     parser.add_argument("--eval-shots", type=int, default=64, help="held-out (val) shots for the eval loss")
     parser.add_argument("--samples", type=int, default=4, help="held-out shots decoded to OUT/samples")
+    parser.add_argument("--latents-from", default=None, metavar="CACHE_ROOT",
+                        help="reuse the autoencoder latents of another run's cache root (same data, --limit and "
+                             "--vae; e.g. runs/decoder/cache) instead of encoding every shot again")
+    parser.add_argument("--cache-only", action="store_true",
+                        help="build the feature cache (OUT/cache or --cache) and stop: runs that differ only in "
+                             "training options (e.g. --no-motion-level) can then share it with --cache")
 
 
 def resolve_component(path: str | Path, config_name: str, subdir: str) -> Path:
@@ -122,15 +135,33 @@ def _cache_meta(args: argparse.Namespace, split: str, n_text: int, limit: int | 
         "data_counts": data_meta.get("counts"), "clip": stamp(clip_dir), "vae": stamp(vae_dir),
         "text_encoder": args.text_encoder, "n_text": n_text, "random_frame": bool(args.random_frame),
         "reference_patch": args.reference_patch,
+        # only when not the default, so caches built before this option keep matching
+        **({"condition": args.condition} if args.condition != "motion" else {}),
     }
 
 
+def _latent_source(latents_from: Path | None, meta: dict) -> Path | None:
+    """A finished cache of the same shots and autoencoder whose latents can be reused, or None."""
+    from animegamer.training.checkpoint import load_json
+
+    if latents_from is None:
+        return None
+    src = Path(latents_from)
+    m = load_json(src / "meta.json") if (src / "meta.json").is_file() else {}
+    same = {k: m.get(k) for k in ("data", "split", "limit", "vae")} == {k: meta[k] for k in ("data", "split", "limit", "vae")}
+    if "parts" not in m or not same:
+        raise ValueError(f"--latents-from {src}: not a finished cache of the same data, split, limit and autoencoder")
+    return src
+
+
 def build_cache(shots, get_encoders, cache_dir: Path, meta: dict, seed: int = 0, batch: int = 8,
-                progress: bool = True) -> Path:
+                progress: bool = True, latents_from: Path | None = None) -> Path:
     """Encode every shot once into ``cache_dir/part_*.safetensors``; resumes a partial build.
 
     shots: a ShotDataset; get_encoders() -> {"tower", "text", "ae"} (frozen, eval), called only
-    if some part is missing (loading MiniLM costs seconds).
+    if some part is missing (loading MiniLM costs seconds). ``latents_from``: a finished cache of
+    the same shots and autoencoder (other text or reference): its latents are copied instead of
+    running the autoencoder again, the slowest part of a build.
     """
     import torch
     from tqdm.auto import tqdm
@@ -145,6 +176,7 @@ def build_cache(shots, get_encoders, cache_dir: Path, meta: dict, seed: int = 0,
         old = load_json(meta_path)
         if {k: v for k, v in old.items() if k != "parts"} != meta:
             raise ValueError(f"{cache_dir} holds a cache of other inputs ({old}); delete it or pass --cache DIR")
+    src = _latent_source(latents_from, meta)
     save_json_atomic(meta, meta_path)
     n = len(shots)
     parts = (n + PART_SIZE - 1) // PART_SIZE
@@ -160,6 +192,13 @@ def build_cache(shots, get_encoders, cache_dir: Path, meta: dict, seed: int = 0,
             enc = get_encoders()
             tower, text, ae = enc["tower"], enc["text"], enc["ae"]
         out: dict[str, list] = {"latents": [], "f_v": [], "f_md": [], "motion_level": [], "index": []}
+        reuse = None
+        if src is not None:
+            from animegamer.training.checkpoint import load_safetensors
+
+            reuse = load_safetensors(src / path.name)
+            if not torch.equal(reuse["index"], torch.arange(lo, hi)):
+                raise ValueError(f"--latents-from {src}: {path.name} holds other shots")
         for s in range(lo, hi, batch):
             idx = list(range(s, min(hi, s + batch)))
             b = collate_shots([shots[i] for i in idx])
@@ -168,8 +207,10 @@ def build_cache(shots, get_encoders, cache_dir: Path, meta: dict, seed: int = 0,
             with torch.no_grad():
                 ref = pick_reference_frames(b.frames, meta["random_frame"], g)  # (B, 3, H, W)
                 f_v = tower.patch_tokens(ref).float()  # (B, n_visual, d_v)
-                f_md, _ = text.token_states(b.motion_text, meta["n_text"])  # (B, n_text, d_t), padding = 0
-                lat = ae.encode(b.frames).float()  # (B, F, C', h, w), scaled
+                texts = b.caption if meta.get("condition") == "caption" else b.motion_text
+                f_md, _ = text.token_states(texts, meta["n_text"])  # (B, n_text, d_t), padding = 0
+                lat = (ae.encode(b.frames).float() if reuse is None  # (B, F, C', h, w), scaled
+                       else reuse["latents"][s - lo:s - lo + len(idx)].float())
             out["latents"].append(lat.half())
             out["f_v"].append(f_v.half())
             out["f_md"].append(f_md.float().half())
@@ -317,7 +358,7 @@ def run(args: argparse.Namespace) -> int:
     from animegamer.models.diffusion import Denoiser, DiffusionConfig, collate_decoder
     from animegamer.models.shot_decoder import ShotDecoder
     from animegamer.models.text_encoder import TextEncoder, TextEncoderConfig
-    from animegamer.models.reference_encoder import load_reference_encoder
+    from animegamer.models.reference_encoder import NoVisualReference, load_reference_encoder
     from animegamer.models.vision_tower import CONFIG_NAME as VT_CONFIG
     from animegamer.training.checkpoint import save_json_atomic
     from animegamer.training.cli import train_config_from_args
@@ -330,15 +371,17 @@ def run(args: argparse.Namespace) -> int:
     progress = not args.no_progress
     vae_dir = resolve_component(args.vae, AE_CONFIG, "autoencoder")
     kind = args.visual_reference or preset["visual_reference"]
+    if args.condition == "caption":
+        kind = "none"
     args.reference_patch = (args.reference_patch or preset["reference_patch"]) if kind == "latent" else None
     if kind == "clip":
         if args.clip is None:
             raise SystemExit("train decoder: --visual-reference clip needs --clip (a `train clip` run)")
         clip_dir = resolve_component(args.clip, VT_CONFIG, "vision_tower")
-    else:  # the autoencoder's own latent is the reference: nothing else to train or ship
+    else:  # the autoencoder's own latent is the reference (or there is none): nothing else to train or ship
         clip_dir = vae_dir
     ae = ShotAutoencoder.from_pretrained(vae_dir).float().eval().requires_grad_(False)
-    n_text = preset["n_text"]
+    n_text = args.n_text or preset["n_text"]
 
     # 1. cache (train + held-out val)
     cache_root = Path(args.cache) if args.cache else out / "cache"
@@ -354,7 +397,8 @@ def run(args: argparse.Namespace) -> int:
 
     def get_encoders() -> dict:
         if not encoders:
-            encoders["tower"] = load_reference_encoder(clip_dir, args.reference_patch or 4)
+            encoders["tower"] = (NoVisualReference() if kind == "none"
+                                 else load_reference_encoder(clip_dir, args.reference_patch or 4))
             encoders["text"] = TextEncoder(TextEncoderConfig(path=args.text_encoder, n_text=n_text))
             encoders["ae"] = ae
         return encoders
@@ -362,9 +406,13 @@ def run(args: argparse.Namespace) -> int:
     for split, shots, limit in todo:
         cdir = cache_root / (split if limit is None else f"{split}_{limit}")
         meta = _cache_meta(args, split, n_text, limit, clip_dir, vae_dir)
-        build_cache(shots, get_encoders, cdir, meta, seed=cfg.seed, progress=progress)
+        build_cache(shots, get_encoders, cdir, meta, seed=cfg.seed, progress=progress,
+                    latents_from=Path(args.latents_from) / cdir.name if args.latents_from else None)
         caches[split] = CachedShots(cdir)
     encoders.clear()  # free the tower and MiniLM before training
+    if args.cache_only:
+        print(f"[decoder] cache ready: {cache_root}")
+        return 0
     train_ds = caches["train"]
     mean, std = train_ds.latent_stats()
     t = train_ds.tensors
