@@ -1,17 +1,24 @@
 """Train the animation-shot decoder (E_a + CogVideoX transformer, v-prediction), phase a.
 
-    animegamer train decoder --preset default --data DIR --clip runs/clip --vae runs/vae \\
+    animegamer train decoder --preset default --data DIR --vae runs/vae \\
         --out runs/decoder [--resume] [--warmup-stage-steps N] [--steps N ...]
 
-1. Cache. The frozen encoders run ONCE per shot: autoencoder latents of the 17 frames, vision
-   tower patch tokens f_v of the FIRST frame (``--random-frame``: a random frame, the paper's
-   ablation) and MiniLM token states f_md of the motion text. They go to ``OUT/cache/`` in parts
+1. Cache. The frozen encoders run ONCE per shot: autoencoder latents of the 17 frames, the visual
+   reference f_v of the FIRST frame (the autoencoder latent in patches, the default preset's
+   ``--visual-reference latent``; or a vision tower's patch tokens with ``clip`` and ``--clip``;
+   ``--random-frame``: a random frame, the paper's ablation) and MiniLM token states f_md of the
+   motion text. They go to ``OUT/cache/`` in parts
    of 256 shots (safetensors, fp16), so an interrupted cache build resumes where it stopped.
 2. Warm-up stage (paper): the transformer is frozen; E_a, the motion-level (ofs) MLP and the
    condition projection learn (``OUT/warmup/``, ``--warmup-stage-steps``, ``--warmup-stage-lr``).
 3. Joint stage: everything trains (``OUT/joint/``, ``--steps``, ``--lr`` ...), starting from the
    warm-up weights. Both stages use the generic loop (EMA, exact resume, log.jsonl, loss.png).
    ``--resume`` continues whichever stage was interrupted.
+
+Variants: ``--condition caption`` (the GC baseline's decoder: f_md is the shot's whole caption and
+there is no visual reference), ``--no-motion-level`` and ``--random-frame`` (the paper's ablations).
+``--cache-only`` builds the cache and stops; ``--latents-from OTHER_RUN/cache`` copies the autoencoder
+latents of a finished cache of the same shots instead of encoding them again.
 
 Note: ``--warmup-steps`` is the LEARNING-RATE warm-up of each stage (shared flag of every phase);
 the paper's warm-up STAGE length is ``--warmup-stage-steps``.
