@@ -132,10 +132,8 @@ def load_representation(inputs: dict[str, Any]):
 
     decoder = ShotDecoder.from_pretrained(inputs["decoder"])
     cfg = decoder.config
-    from animegamer.models.reference_encoder import NoVisualReference
-
-    tower = (NoVisualReference() if inputs.get("condition") == "caption"
-             else load_reference_encoder(inputs["clip"], inputs.get("reference_patch") or 4))
+    tower = load_reference_encoder(inputs["clip"], inputs.get("reference_patch") or 4,
+                                   inputs.get("condition", "motion"))
     if hasattr(tower, "n_visual") and (tower.n_visual, tower.d_visual) != (cfg.n_visual, cfg.d_visual_in):
         raise ValueError(f"vision tower {inputs['clip']} gives {tower.n_visual} x {tower.d_visual} tokens, the decoder "
                          f"{inputs['decoder']} expects {cfg.n_visual} x {cfg.d_visual_in}: not the tower it was trained with")
@@ -196,6 +194,7 @@ def build_engine_sessions(world_dir: str | Path, decoder_dir: str | Path, clip_d
     from tqdm.auto import tqdm
 
     from animegamer.engine.data import save_sessions
+    from animegamer.models.reference_encoder import CONDITION_TEXT
     from animegamer.training.checkpoint import load_json, load_safetensors, save_json_atomic, save_safetensors_atomic
     from animegamer.world.dataset import WorldDataset
 
@@ -229,6 +228,7 @@ def build_engine_sessions(world_dir: str | Path, decoder_dir: str | Path, clip_d
     total = sum(len(rows) for rows in sessions)
     bar = tqdm(total=total, initial=total - sum(len(rows) for _, rows in todo), unit="turn",
                desc=f"s_a {split}", disable=not progress, dynamic_ncols=True)
+    text_key = CONDITION_TEXT[inputs.get("condition", "motion")]  # GC: the caption
     rep = None
     i = 0
     while i < len(todo):
@@ -241,7 +241,6 @@ def build_engine_sessions(world_dir: str | Path, decoder_dir: str | Path, clip_d
                 else representation if representation is not None else load_representation(inputs)
         rows = [r for _, rs in chunk for r in rs]
         with torch.no_grad():
-            text_key = "caption" if inputs.get("condition") == "caption" else "motion_text"  # GC: the caption
             s_a = rep.encode(_first_frames(world, rows), [r[text_key] for r in rows]).float()  # (B, N, D)
         k = 0
         for sid, rs in chunk:

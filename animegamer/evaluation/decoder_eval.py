@@ -31,7 +31,7 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
     from tqdm.auto import tqdm
 
     from animegamer.evaluation.evaluator import probes
-    from animegamer.evaluation.metrics import MS_SSIM_MIN_SIDE, align_clips, motion_level_from_pixels, ms_ssim, psnr, ssim
+    from animegamer.evaluation.metrics import align_clips, motion_level_from_pixels, pixel_scores
     from animegamer.world.flow import MotionQuantizer
 
     quant = MotionQuantizer.load()
@@ -54,11 +54,9 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
         out["acc_f"].append(float(measured == level))
         out["acc_f_wrong_level"].append(float(motion_level_from_pixels(wrong, quant)[0] == level))
         true = frames_of(row)
-        g, t = align_clips(gen, true)
-        out["psnr"].append(psnr(g, t))
-        out["ssim"].append(ssim(g, t))
-        if min(t.shape[1:3]) >= MS_SSIM_MIN_SIDE:
-            out["ms_ssim"].append(ms_ssim(g, t))
+        for k, v in pixel_scores(*align_clips(gen, true)).items():
+            if v is not None:  # MS-SSIM: None below its minimum frame size
+                out[k].append(v)
         if len(kept) < keep:
             kept.append((row, gen))
         if evaluator is not None:
@@ -78,19 +76,14 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
 
 def decoded_sheet(shots: list[tuple[dict[str, Any], np.ndarray]], frames_of, path: str | Path) -> Path:
     """One row per shot: first / middle / last decoded frames, then the true shot with its annotations."""
-    from animegamer.world.preview import BG, save_png, shot_strip
+    from animegamer.world.preview import BG, save_png, shot_strip, stack_strips
 
-    rows = [np.concatenate([shot_strip(gen), np.full((shot_strip(gen).shape[0], 8, 3), BG, np.uint8),
-                            shot_strip(frames_of(row), row)], axis=1) for row, gen in shots]
-    if not rows:
-        raise ValueError("decoded_sheet: no shots")
-    w = max(r.shape[1] for r in rows)
-    pad = 8
-    sheet = np.full((len(rows) * (rows[0].shape[0] + pad) + pad, w + 2 * pad, 3), BG, np.uint8)
-    for i, r in enumerate(rows):
-        y = pad + i * (r.shape[0] + pad)
-        sheet[y:y + r.shape[0], pad:pad + r.shape[1]] = r
-    return save_png(sheet, path)
+    rows = []
+    for row, gen in shots:
+        decoded = shot_strip(gen)
+        gap = np.full((decoded.shape[0], 8, 3), BG, np.uint8)
+        rows.append(np.concatenate([decoded, gap, shot_strip(frames_of(row), row)], axis=1))
+    return save_png(stack_strips(rows), path)
 
 
 def run(args: argparse.Namespace) -> int:

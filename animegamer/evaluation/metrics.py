@@ -21,7 +21,7 @@ from animegamer.models.benchmark_decoder import psnr
 from animegamer.world.flow import MotionQuantizer, flow_magnitude
 from animegamer.world.rules import STATE_NAMES
 
-__all__ = ["align_clips", "psnr", "ssim", "ms_ssim", "MS_SSIM_MIN_SIDE", "motion_level_from_pixels", "mean_abs_error", "finite_mean"]
+__all__ = ["align_clips", "psnr", "ssim", "ms_ssim", "MS_SSIM_MIN_SIDE", "pixel_scores", "motion_level_from_pixels", "mean_abs_error", "finite_mean"]
 
 # MS-SSIM scales: the standard 5-scale, 11-px-window MS-SSIM needs frames of at least 161 px; the
 # world's 96-px frames allow a 5-px window (pytorch_msssim asserts side > 16 x (window - 1)) and
@@ -77,6 +77,13 @@ def ms_ssim(a: np.ndarray, b: np.ndarray) -> float:
         raise ValueError(f"ms_ssim needs frames of at least {MS_SSIM_MIN_SIDE} px, got {a.shape[1:3]}")
     return float(pytorch_msssim.ms_ssim(_as_batch(a), _as_batch(b), data_range=255, size_average=True,
                                         win_size=_MS_WINDOW, weights=_MS_WEIGHTS))
+
+
+def pixel_scores(g: np.ndarray, t: np.ndarray) -> dict[str, float | None]:
+    """PSNR, SSIM and MS-SSIM (None for frames below MS_SSIM_MIN_SIDE) of two aligned clips: the
+    DreamSim stand-ins of the tables."""
+    big_enough = min(t.shape[1:3]) >= MS_SSIM_MIN_SIDE
+    return {"psnr": psnr(g, t), "ssim": ssim(g, t), "ms_ssim": ms_ssim(g, t) if big_enough else None}
 
 
 def motion_level_from_pixels(frames: np.ndarray, quantizer: MotionQuantizer) -> tuple[int, float]:

@@ -43,7 +43,7 @@ import torch
 
 from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR, Evaluator, probes, recorded_tower_hashes
 from animegamer.evaluation.metrics import (
-    MS_SSIM_MIN_SIDE, align_clips, mean_abs_error, motion_level_from_pixels, ms_ssim, psnr, ssim,
+    align_clips, mean_abs_error, motion_level_from_pixels, pixel_scores,
 )
 from animegamer.io_utils import write_json, write_jsonl
 
@@ -152,9 +152,7 @@ class Scorer:
         true = self.true_frames(row) if true is None else true
         g, t = align_clips(gen, true)
         level, mag = motion_level_from_pixels(gen, self.quantizer)
-        big_enough = min(t.shape[1:3]) >= MS_SSIM_MIN_SIDE
-        m: dict[str, Any] = {"psnr": psnr(g, t), "ssim": ssim(g, t), "ms_ssim": ms_ssim(g, t) if big_enough else None,
-                             "ml_pixels": level, "flow": mag,
+        m: dict[str, Any] = {**pixel_scores(g, t), "ml_pixels": level, "flow": mag,
                              "acc_f_pixels": float(level == int(row["motion_level"]))}
         ctx: dict[str, Any] = {"place": row["place"], "props": list(row.get("props") or [])}
         continued = (prev is not None and not row.get("place_changed", True) and prev["place"] == row["place"]

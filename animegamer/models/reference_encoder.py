@@ -25,6 +25,10 @@ import torch
 from torch import nn
 
 KINDS = ("clip", "latent")
+# What the text stream f_md of s_a encodes, by decoder condition: the motion description (s_a, the
+# paper's) or the shot's whole caption (the GC baseline, which has no visual reference). The values
+# are the field names of a world row and of a ShotBatch alike.
+CONDITION_TEXT = {"motion": "motion_text", "caption": "caption"}
 
 
 class LatentReference(nn.Module):
@@ -112,8 +116,13 @@ def reference_weights(directory: str | Path) -> Path:
     return Path(directory) / (VT_WEIGHTS if reference_kind(directory) == "clip" else AE_WEIGHTS)
 
 
-def load_reference_encoder(directory: str | Path, patch: int = 4) -> nn.Module:
-    """The frozen f_v encoder of a resolved reference dir (``patch`` only for a latent reference)."""
+def load_reference_encoder(directory: str | Path, patch: int = 4, condition: str = "motion") -> nn.Module:
+    """The frozen f_v encoder of a resolved reference dir (``patch`` only for a latent reference);
+    condition "caption" (the GC baseline) has none: a NoVisualReference, whatever the directory."""
+    if condition not in CONDITION_TEXT:
+        raise ValueError(f"condition must be one of {sorted(CONDITION_TEXT)}, got {condition!r}")
+    if condition == "caption":
+        return NoVisualReference()
     if reference_kind(directory) == "clip":
         from animegamer.models.vision_tower import VisionTower
 

@@ -64,13 +64,14 @@ PRESETS: dict[str, dict] = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from animegamer.models.reference_encoder import CONDITION_TEXT, KINDS
     from animegamer.training.cli import add_train_arguments
 
     add_train_arguments(parser, list(PRESETS))
     parser.add_argument("--clip", default=None,
                         help="vision tower (with --visual-reference clip): a `train clip` run dir, its final/, or "
                              "the vision_tower/ dir")
-    parser.add_argument("--visual-reference", choices=["clip", "latent"], default=None,
+    parser.add_argument("--visual-reference", choices=list(KINDS), default=None,
                         help="what f_v is: the vision tower's patch tokens (clip, the paper's) or the autoencoder "
                              "latent of the first frame in patches (latent; see models/reference_encoder.py). "
                              "Default: the preset's")
@@ -93,7 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup-only", action="store_true",
                         help="stop after the warm-up stage (rerun with --resume for the joint stage); with "
                              "--freeze-action-encoder, phase b can start on warmup/final/shot_decoder meanwhile")
-    parser.add_argument("--condition", choices=["motion", "caption"], default="motion",
+    parser.add_argument("--condition", choices=list(CONDITION_TEXT), default="motion",
                         help="what the text stream f_md encodes: the motion description with the visual reference "
                              "(motion: s_a, the paper's) or the shot's whole caption with NO visual reference "
                              "(caption: the GC baseline's text-only decoder; the visual stream is one constant token)")
@@ -174,6 +175,7 @@ def build_cache(shots, get_encoders, cache_dir: Path, meta: dict, seed: int = 0,
     from tqdm.auto import tqdm
 
     from animegamer.models.action_encoder import pick_reference_frames
+    from animegamer.models.reference_encoder import CONDITION_TEXT
     from animegamer.training.checkpoint import load_json, save_json_atomic, save_safetensors_atomic
     from animegamer.world.dataset import collate_shots
 
@@ -214,7 +216,7 @@ def build_cache(shots, get_encoders, cache_dir: Path, meta: dict, seed: int = 0,
             with torch.no_grad():
                 ref = pick_reference_frames(b.frames, meta["random_frame"], g)  # (B, 3, H, W)
                 f_v = tower.patch_tokens(ref).float()  # (B, n_visual, d_v)
-                texts = b.caption if meta.get("condition") == "caption" else b.motion_text
+                texts = getattr(b, CONDITION_TEXT[meta.get("condition", "motion")])
                 f_md, _ = text.token_states(texts, meta["n_text"])  # (B, n_text, d_t), padding = 0
                 lat = (ae.encode(b.frames).float() if reuse is None  # (B, F, C', h, w), scaled
                        else reuse["latents"][s - lo:s - lo + len(idx)].float())
@@ -365,7 +367,7 @@ def run(args: argparse.Namespace) -> int:
     from animegamer.models.diffusion import Denoiser, DiffusionConfig, collate_decoder
     from animegamer.models.shot_decoder import ShotDecoder
     from animegamer.models.text_encoder import TextEncoder, TextEncoderConfig
-    from animegamer.models.reference_encoder import NoVisualReference, load_reference_encoder
+    from animegamer.models.reference_encoder import load_reference_encoder
     from animegamer.models.vision_tower import CONFIG_NAME as VT_CONFIG
     from animegamer.training.checkpoint import save_json_atomic
     from animegamer.training.cli import train_config_from_args
@@ -379,7 +381,7 @@ def run(args: argparse.Namespace) -> int:
     vae_dir = resolve_component(args.vae, AE_CONFIG, "autoencoder")
     kind = args.visual_reference or preset["visual_reference"]
     if args.condition == "caption":
-        kind = "none"
+        kind = "none"  # the GC decoder: no visual reference (load_reference_encoder gives a constant token)
     args.reference_patch = (args.reference_patch or preset["reference_patch"]) if kind == "latent" else None
     if kind == "clip":
         if args.clip is None:
@@ -404,8 +406,7 @@ def run(args: argparse.Namespace) -> int:
 
     def get_encoders() -> dict:
         if not encoders:
-            encoders["tower"] = (NoVisualReference() if kind == "none"
-                                 else load_reference_encoder(clip_dir, args.reference_patch or 4))
+            encoders["tower"] = load_reference_encoder(clip_dir, args.reference_patch or 4, args.condition)
             encoders["text"] = TextEncoder(TextEncoderConfig(path=args.text_encoder, n_text=n_text))
             encoders["ae"] = ae
         return encoders

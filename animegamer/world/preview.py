@@ -67,14 +67,20 @@ def contact_sheet(data: str | os.PathLike, out: str | os.PathLike, n_shots: int 
     rows = world.rows
     idx = np.linspace(0, len(rows) - 1, min(n_shots, len(rows))).round().astype(int)
     strips = [shot_strip(world.frames(rows[i]), rows[i]) for i in idx]
+    return save_png(stack_strips(strips, columns), out)
+
+
+def stack_strips(strips: list[np.ndarray], columns: int = 1, pad: int = 8) -> np.ndarray:
+    """Equal-sized strips (h, w, 3) in a grid of ``columns``, row by row, on the sheet background."""
+    if not strips:
+        raise ValueError("stack_strips: no strips")
     h, w = strips[0].shape[:2]
     n_rows = -(-len(strips) // columns)
-    pad = 8
     sheet = np.full((n_rows * (h + pad) + pad, columns * (w + pad) + pad, 3), BG, np.uint8)
     for k, s in enumerate(strips):
         r, c = divmod(k, columns)
         sheet[pad + r * (h + pad): pad + r * (h + pad) + h, pad + c * (w + pad): pad + c * (w + pad) + w] = s
-    return save_png(sheet, out)
+    return sheet
 
 
 def _caption_frame(frame: np.ndarray, text: str, zoom: int = 3) -> np.ndarray:
