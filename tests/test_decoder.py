@@ -336,3 +336,61 @@ def test_latent_reference_patches_the_first_frame_latent():
     assert torch.allclose(tok[1, 1 * gw + 2].reshape(c, 2, 2), z[1, :, 2:4, 4:6], atol=1e-6)
     with pytest.raises(ValueError, match="divisible"):
         ref.patch_tokens(torch.zeros(1, 3, 10, 24))
+
+
+def test_spatial_reference_lays_visual_tokens_on_their_patches_and_starts_as_the_old_decoder():
+    cfg = decoder_preset("tiny", reference_channels=3)  # 4 visual tokens on a 2 x 2 grid of 2 x 2 patches
+    net = tiny_net(reference_channels=3).eval()
+    assert net.transformer.patch_embed.proj.in_channels == cfg.latent_channels + 3
+    # token k fills exactly patch k of the map (row-major over the patch grid)
+    with torch.no_grad():
+        net.reference_proj.weight.zero_()
+        net.reference_proj.bias.copy_(torch.arange(12.0))  # C_r x p x p = 3 x 2 x 2
+        s_a = torch.zeros(1, cfg.n_tokens, cfg.d_cond)
+        m = net.reference_map(s_a)  # (1, 3, 4, 4)
+        assert m.shape == (1, 3, 4, 4)
+        torch.testing.assert_close(m[0, 1, :2, :2], torch.tensor([[4.0, 5.0], [6.0, 7.0]]))
+        net.reference_proj.bias.zero_()
+        net.reference_proj.weight[0, 0] = 1.0  # channel 0, pixel (0, 0) of each patch <- s_a[..., 0]
+        s_a[0, cfg.n_text + 3, 0] = 2.0  # visual token 3 = patch (1, 1)
+        m = net.reference_map(s_a)
+        assert m[0, 0, 2, 2] == 2.0 and int(torch.count_nonzero(m)) == 1
+    # from a decoder without it: the same outputs at init (new input channels zero), then the map matters
+    old = tiny_net(seed=1)
+    net.add_reference_from(old)
+    batch = tiny_batch(cfg)
+    s_a = old.action_encoder(batch.f_md, batch.f_v)
+    t = torch.tensor([200, 700])
+    with torch.no_grad():
+        torch.testing.assert_close(net(batch.latents, t, s_a, batch.motion_level),
+                                   old(batch.latents, t, s_a, batch.motion_level))
+        torch.nn.init.normal_(net.transformer.patch_embed.proj.weight)
+        s_b = s_a.clone()
+        s_b[:, cfg.n_text:] += 1.0  # other visual tokens, same text tokens
+        assert (net(batch.latents, t, s_a, batch.motion_level)
+                - net(batch.latents, t, s_b, batch.motion_level)).abs().max() > 1e-3
+    with pytest.raises(ValueError, match="patch grid"):
+        decoder_preset("tiny", reference_channels=3, n_visual=5)
+
+
+def test_spatial_reference_round_trips_and_trains(tmp_path):
+    torch.manual_seed(0)
+    ae = ShotAutoencoder(autoencoder_config("tiny")).eval()
+    dec = ShotDecoder(tiny_net(reference_channels=2), ae, DiffusionConfig(steps=2, guidance=2.0))
+    dec.save_pretrained(tmp_path / "d")
+    back = ShotDecoder.from_pretrained(tmp_path / "d")
+    assert back.config.reference_channels == 2
+    for k, v in dec.net.state_dict().items():
+        assert torch.equal(v, back.net.state_dict()[k]), k
+    den = Denoiser(tiny_net(reference_channels=2), DiffusionConfig(cond_dropout=0.0)).train()
+    batch = tiny_batch(den.net.config, b=4)
+    t, noise = torch.tensor([100, 300, 600, 900]), torch.randn(batch.latents.shape, generator=torch.Generator().manual_seed(1))
+    opt = torch.optim.Adam(den.parameters(), lr=3e-3)
+    losses = []
+    for _ in range(8):
+        loss = den(batch, timesteps=t, noise=noise)[0]
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.9 * losses[0] and den.net.reference_proj.weight.grad.abs().sum() > 0

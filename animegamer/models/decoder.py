@@ -21,6 +21,18 @@ How our shapes map onto the CogVideoX 1.0 layout (the 2B model; verified against
   constraint). The condition tokens get zero positions.
 - ``text_embed_dim`` = the width of s_a (E_a's d_model): ``patch_embed.text_proj`` maps it to the
   transformer width.
+
+Spatial reference (``reference_channels`` > 0; a deliberate addition, CogVideoX-I2V style): the
+visual tokens of s_a are ALSO projected (one Linear per token -> C_r x p x p) and unpatchified into
+a (C_r, h, w) map on the transformer's own patch grid, which is concatenated to the noisy latent of
+every latent frame (``in_channels`` = C' + C_r, as CogVideoX-I2V concatenates the image latent).
+Why: through the joint attention alone, a small decoder trained on a CPU budget draws the right
+colours but no character (docs/TRAINING.md); with the reference laid over the patch it belongs to,
+"keep this frame and animate it" is a local operation. The map is a function of s_a only, so the
+engine's predicted s_a drives it at game time and the CFG null branch is still E_a(zeros). It needs
+the visual tokens on the patch grid: n_visual = (h / patch) x (w / patch). Measured (off by
+default): far better shots from the TRUE s_a, worse ones from the engine's predicted s_a, which it
+copies faithfully (docs/results/spatial_reference.md).
 """
 from __future__ import annotations
 
@@ -59,6 +71,7 @@ class DecoderConfig:
     d_text_in: int = 384
     d_visual_in: int = 256
     cond_dim: int = 0  # width of s_a; 0 means "the transformer width"
+    reference_channels: int = 0  # > 0: s_a's visual tokens also enter as a spatial map (module doc)
     use_motion_level: bool = True  # False = the paper's "w/o f_ms" ablation (no ofs embedding)
     adaln_zero_init: bool = True  # DiT-style: zero the blocks' modulation and the output layer
     spatial_interpolation_scale: float = 1.875
@@ -69,13 +82,15 @@ class DecoderConfig:
         self.validate()
 
     def validate(self) -> None:
-        positive = [f.name for f in fields(self) if f.type in ("int", int) and f.name != "cond_dim"]
+        non_negative = ("cond_dim", "reference_channels")
+        positive = [f.name for f in fields(self) if f.type in ("int", int) and f.name not in non_negative]
         for name in positive:
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise ValueError(f"DecoderConfig.{name} must be a positive int, got {value!r}")
-        if self.cond_dim < 0:
-            raise ValueError(f"DecoderConfig.cond_dim must be >= 0 (0 = width), got {self.cond_dim}")
+        for name in non_negative:
+            if getattr(self, name) < 0:
+                raise ValueError(f"DecoderConfig.{name} must be >= 0 (0 = off / the width), got {getattr(self, name)}")
         if (self.num_frames - 1) % self.temporal_compression:
             raise ValueError(
                 f"DecoderConfig.num_frames - 1 must be divisible by temporal_compression="
@@ -87,6 +102,17 @@ class DecoderConfig:
                     f"DecoderConfig.{name} must be divisible by patch_size={self.patch_size}, "
                     f"got {getattr(self, name)}"
                 )
+        if self.reference_channels and self.n_visual != self.patch_grid[0] * self.patch_grid[1]:
+            raise ValueError(
+                f"DecoderConfig.reference_channels needs the visual tokens on the patch grid: n_visual must be "
+                f"{self.patch_grid[0]} x {self.patch_grid[1]} = {self.patch_grid[0] * self.patch_grid[1]}, "
+                f"got {self.n_visual}"
+            )
+
+    @property
+    def patch_grid(self) -> tuple[int, int]:
+        """(rows, cols) of the transformer's spatial patches on one latent frame."""
+        return self.latent_height // self.patch_size, self.latent_width // self.patch_size
 
     @property
     def width(self) -> int:
@@ -158,7 +184,7 @@ def build_transformer(cfg: DecoderConfig) -> CogVideoXTransformer3DModel:
     return CogVideoXTransformer3DModel(
         num_attention_heads=cfg.num_heads,
         attention_head_dim=cfg.head_dim,
-        in_channels=cfg.latent_channels,
+        in_channels=cfg.latent_channels + cfg.reference_channels,
         out_channels=cfg.latent_channels,
         time_embed_dim=cfg.time_embed_dim,
         ofs_embed_dim=cfg.time_embed_dim if cfg.use_motion_level else None,
@@ -217,6 +243,10 @@ class DecoderNet(nn.Module):
         self.config = config
         self.action_encoder = ActionEncoder(config.action_encoder_config())
         self.transformer = build_transformer(config)
+        # s_a's visual tokens -> a C_r x p x p patch each (None without a spatial reference)
+        p = config.patch_size
+        self.reference_proj = (nn.Linear(config.d_cond, config.reference_channels * p * p)
+                               if config.reference_channels else None)
         if config.pretrained_path:
             load_pretrained_transformer(self.transformer, config.pretrained_path)
         elif config.adaln_zero_init:
@@ -243,6 +273,27 @@ class DecoderNet(nn.Module):
         nn.init.zeros_(t.proj_out.weight)
         nn.init.zeros_(t.proj_out.bias)
 
+    def reference_map(self, s_a: torch.Tensor) -> torch.Tensor:
+        """s_a (B, N, D) -> its visual tokens laid out on the latent grid, (B, C_r, h, w)."""
+        c = self.config
+        gh, gw, p = *c.patch_grid, c.patch_size
+        z = self.reference_proj(s_a[:, c.n_text:])  # (B, gh * gw, C_r * p * p)
+        z = z.reshape(-1, gh, gw, c.reference_channels, p, p).permute(0, 3, 1, 4, 2, 5)  # (B, C_r, gh, p, gw, p)
+        return z.reshape(-1, c.reference_channels, gh * p, gw * p)  # (B, C_r, h, w)
+
+    @torch.no_grad()
+    def add_reference_from(self, other: "DecoderNet") -> None:
+        """Start from a decoder WITHOUT the spatial reference (same config otherwise), as CogVideoX-I2V
+        starts from the text-to-video weights: every tensor is copied; the patch embedding's new input
+        channels start at zero, so at init this decoder computes exactly what ``other`` does."""
+        own = self.state_dict()
+        for k, v in other.state_dict().items():
+            if k == "transformer.patch_embed.proj.weight" and own[k].shape != v.shape:
+                own[k].zero_()
+                own[k][:, : v.shape[1]] = v  # (width, C' + C_r, p, p): old channels first
+            else:
+                own[k].copy_(v)
+
     def forward(
         self,
         x_t: torch.Tensor,
@@ -260,8 +311,12 @@ class DecoderNet(nn.Module):
             if motion_level is None:
                 raise ValueError("this decoder is motion-conditioned: pass motion_level (B,) in 1..5")
             ofs = motion_level.to(device=x_t.device, dtype=torch.float32).reshape(-1)  # (B,)
+        x_in = x_t
+        if c.reference_channels:  # the same reference map beside every latent frame
+            ref = self.reference_map(s_a).to(x_t.dtype)  # (B, C_r, h, w)
+            x_in = torch.cat([x_t, ref[:, None].expand(-1, x_t.shape[1], -1, -1, -1)], dim=2)  # (B, F, C'+C_r, h, w)
         out = self.transformer(
-            hidden_states=x_t,  # (B, F, C', h, w)
+            hidden_states=x_in,  # (B, F, C' (+ C_r), h, w)
             encoder_hidden_states=s_a,  # (B, N, D)
             timestep=timestep,  # (B,)
             ofs=ofs,  # (B,) motion level -> sinusoid -> MLP, added to the timestep embedding
@@ -271,12 +326,15 @@ class DecoderNet(nn.Module):
 
     def warmup_parameters(self) -> list[nn.Parameter]:
         """Trained in the warm-up step (transformer frozen): E_a, the motion MLP and the condition
-        input projection (text_proj: it is new whenever s_a's width differs from the checkpoint's)."""
+        input projection (text_proj: it is new whenever s_a's width differs from the checkpoint's);
+        with a spatial reference also its projection and the patch embedding (new input channels)."""
         params = list(self.action_encoder.parameters())
         t = self.transformer
         params += list(t.patch_embed.text_proj.parameters())
         if t.ofs_embedding is not None:
             params += list(t.ofs_embedding.parameters())
+        if self.reference_proj is not None:  # the spatial reference and the input channels it feeds
+            params += list(self.reference_proj.parameters()) + list(t.patch_embed.proj.parameters())
         return params
 
     def set_warmup(self, warmup: bool) -> None:

@@ -53,7 +53,11 @@ PRESETS: dict[str, dict] = {
         # f_v = the autoencoder latent of the first frame (models/reference_encoder.py), as the shipped
         # model since 2026-11-24: end to end it beat the tower's tokens on nearly every column of the
         # eval table (CLIP-I 0.38 vs 0.12; docs/TRAINING.md). "clip" is the paper's choice.
-        "decoder": "default", "n_text": 16, "visual_reference": "latent", "reference_patch": 4, "warmup_stage_steps": 0, "warmup_stage_lr": 1e-3,
+        # reference_channels 0: no spatial reference (models/decoder.py). With 16 the decoder draws far
+        # better shots from the TRUE s_a (CLIP-I 0.61 vs 0.49, character 0.44 vs 0.14) but worse ones from
+        # the engine's PREDICTED s_a, i.e. in the game (docs/results/spatial_reference.md), so it is an option.
+        "decoder": "default", "n_text": 16, "visual_reference": "latent", "reference_patch": 4, "reference_channels": 0,
+        "warmup_stage_steps": 0, "warmup_stage_lr": 1e-3,
         "sample": dict(steps=6, guidance=3.0),
         # The shipped run: 2000 joint steps (a CPU budget, not convergence); EMA 0.995 so a short run
         # is not dominated by its initial weights.
@@ -104,6 +108,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="ablation: f_v from a random frame of the shot instead of the first")
     parser.add_argument("--no-motion-level", action="store_true",
                         help="ablation (paper's w/o f_ms): no motion-level embedding")
+    parser.add_argument("--reference-channels", type=int, default=None,
+                        help="> 0: s_a's visual tokens ALSO enter as a spatial map of this many channels beside the "
+                             "noisy latent (CogVideoX-I2V style; models/decoder.py). 0 = off. Default: the preset's. "
+                             "--init may then name a decoder without it (its new input channels start at zero)")
     parser.add_argument("--patch-size", type=int, default=None,
                         help="transformer spatial patch (default: the preset's; 2 suits an 8x autoencoder)")
     parser.add_argument("--sample-steps", type=int, default=None, help="sampler steps stored with the model")
@@ -427,11 +435,15 @@ def run(args: argparse.Namespace) -> int:
 
     # 2. model: shapes come from the cache (autoencoder, tower and text encoder decide them)
     f, c, h, w = t["latents"].shape[1:]
+    reference_channels = args.reference_channels
+    if reference_channels is None:  # the preset's, but the GC decoder has no visual reference to lay out
+        reference_channels = 0 if args.condition == "caption" else preset.get("reference_channels", 0)
     dcfg = decoder_preset(
         preset["decoder"], latent_channels=c, num_frames=(f - 1) * ae.temporal_ratio + 1, latent_height=h,
         latent_width=w, temporal_compression=ae.temporal_ratio, n_text=t["f_md"].shape[1],
         d_text_in=t["f_md"].shape[2], n_visual=t["f_v"].shape[1], d_visual_in=t["f_v"].shape[2],
         use_motion_level=not args.no_motion_level,
+        reference_channels=reference_channels,
         **({"patch_size": args.patch_size} if args.patch_size else {}),
     )
     sample_kw = dict(preset["sample"])
@@ -447,9 +459,14 @@ def run(args: argparse.Namespace) -> int:
         from animegamer.engine.world_sessions import resolve_decoder
 
         init = ShotDecoder.from_pretrained(resolve_decoder(args.init))
-        if init.config != dcfg:
+        adds_reference = init.config.reference_channels == 0 < dcfg.reference_channels
+        if dataclasses.replace(init.config, reference_channels=dcfg.reference_channels) != dcfg or (
+                init.config.reference_channels != dcfg.reference_channels and not adds_reference):
             raise ValueError(f"--init {args.init}: its decoder config differs from this run's ({init.config} vs {dcfg})")
-        denoiser.net.load_state_dict(init.net.state_dict())
+        if adds_reference:  # I2V from T2V: the same network plus zero-initialised reference input channels
+            denoiser.net.add_reference_from(init.net)
+        else:
+            denoiser.net.load_state_dict(init.net.state_dict())
         print(f"[decoder] initialised from {args.init}")
     Module = _module_class()
     print(f"[decoder] {len(train_ds)} cached shots, latents {tuple(t['latents'].shape[1:])} (mean {mean:.3f}, "
