@@ -357,7 +357,7 @@ def test_spatial_reference_lays_visual_tokens_on_their_patches_and_starts_as_the
         assert m[0, 0, 2, 2] == 2.0 and int(torch.count_nonzero(m)) == 1
     # from a decoder without it: the same outputs at init (new input channels zero), then the map matters
     old = tiny_net(seed=1)
-    net.add_reference_from(old)
+    net.init_from(old)
     batch = tiny_batch(cfg)
     s_a = old.action_encoder(batch.f_md, batch.f_v)
     t = torch.tensor([200, 700])

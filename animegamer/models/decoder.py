@@ -282,10 +282,10 @@ class DecoderNet(nn.Module):
         return z.reshape(-1, c.reference_channels, gh * p, gw * p)  # (B, C_r, h, w)
 
     @torch.no_grad()
-    def add_reference_from(self, other: "DecoderNet") -> None:
-        """Start from a decoder WITHOUT the spatial reference (same config otherwise), as CogVideoX-I2V
-        starts from the text-to-video weights: every tensor is copied; the patch embedding's new input
-        channels start at zero, so at init this decoder computes exactly what ``other`` does."""
+    def init_from(self, other: "DecoderNet") -> None:
+        """Copy every tensor of ``other``: a decoder of the same config, or the same WITHOUT the spatial
+        reference (as CogVideoX-I2V starts from the text-to-video weights): then the patch embedding's
+        new input channels start at zero, so at init this decoder computes exactly what ``other`` does."""
         own = self.state_dict()
         for k, v in other.state_dict().items():
             if k == "transformer.patch_embed.proj.weight" and own[k].shape != v.shape:

@@ -459,14 +459,11 @@ def run(args: argparse.Namespace) -> int:
         from animegamer.engine.world_sessions import resolve_decoder
 
         init = ShotDecoder.from_pretrained(resolve_decoder(args.init))
-        adds_reference = init.config.reference_channels == 0 < dcfg.reference_channels
-        if dataclasses.replace(init.config, reference_channels=dcfg.reference_channels) != dcfg or (
-                init.config.reference_channels != dcfg.reference_channels and not adds_reference):
+        # the same config, or the same without the spatial reference (it is added, zero-initialised)
+        if (dataclasses.replace(init.config, reference_channels=dcfg.reference_channels) != dcfg
+                or init.config.reference_channels not in (0, dcfg.reference_channels)):
             raise ValueError(f"--init {args.init}: its decoder config differs from this run's ({init.config} vs {dcfg})")
-        if adds_reference:  # I2V from T2V: the same network plus zero-initialised reference input channels
-            denoiser.net.add_reference_from(init.net)
-        else:
-            denoiser.net.load_state_dict(init.net.state_dict())
+        denoiser.net.init_from(init.net)
         print(f"[decoder] initialised from {args.init}")
     Module = _module_class()
     print(f"[decoder] {len(train_ds)} cached shots, latents {tuple(t['latents'].shape[1:])} (mean {mean:.3f}, "
