@@ -13,8 +13,8 @@
 # the one shipped on 2026-11-23 (commit d83767b), itself trained from the bare SmolLM2 by
 # `train engine --steps 1000` in that commit's scripts/train_default.sh. This script takes it from
 # git history when RUNS_DIR/engine_init is missing. Set ENGINE_INIT= to start from the bare
-# backbone instead (then give the engine more steps: it has 1600 behind it in the shipped model).
-# About 2 hours on the 2-core CPU.
+# backbone instead (then give the engine more steps: it has 2800 behind it in the shipped model:
+# 1000 in the init engine, then 600 + 600 + 600 here). About 2.5 hours on the 2-core CPU.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RUNS="${1:-$ROOT/runs}"
@@ -60,11 +60,21 @@ INIT=(); [[ -n "$ENGINE_INIT" ]] && INIT=(--init "$ENGINE_INIT" --init-new-targe
     --decoder "$RUNS/decoder_pre" --out "$RUNS/engine" "${INIT[@]}" \
     --steps 600 --max-turns 3 --window 3 --eval-sessions 30 --threads 1 $(resume "$RUNS/engine") \
     > "$RUNS/engine.log" 2>&1
+# ... then two more runs of 600 steps, each from the one before (--init, the same targets): 1800 in all
+PREV="$RUNS/engine"
+for E in engine_more engine_more2; do
+    [[ -d "$RUNS/$E/final" ]] || "$AG" train engine --preset default --data "$DATA/big" --decoder "$RUNS/decoder_pre" \
+        --out "$RUNS/$E" --init "$PREV" --steps 600 --max-turns 3 --window 3 --eval-sessions 30 --threads 1 \
+        $(resume "$RUNS/$E") > "$RUNS/$E.log" 2>&1
+    PREV="$RUNS/$E"
+done
+ENGINE="$RUNS/engine_more2"
 [[ -z "${DEC_PID:-}" ]] || wait "$DEC_PID"
 
 # Phase c: 25 training sessions played closed loop, 200 decoder steps on the engine's predictions
-[[ -d "$RUNS/adapt/final" ]] || "$AG" train adapt --preset default --data "$DATA/big" --engine "$RUNS/engine" \
-    --decoder "$RUNS/decoder" --out "$RUNS/adapt" --limit 25 --steps 200 --threads 2 $(resume "$RUNS/adapt")
+[[ -d "$RUNS/adapt_engine_more2/final" ]] || "$AG" train adapt --preset default --data "$DATA/big" --engine "$ENGINE" \
+    --decoder "$RUNS/decoder" --out "$RUNS/adapt_engine_more2" --limit 25 --steps 200 --threads 2 \
+    $(resume "$RUNS/adapt_engine_more2")
 
 # The evaluator: its own vision tower (other seed, other data) and video action classifier
 [[ -d "$RUNS/evaluator/final" ]] || "$AG" train clip --preset default --data "$DATA/evaluator" --out "$RUNS/evaluator" \
@@ -75,10 +85,10 @@ mkdir -p "$RUNS/evaluator_pack"  # what ships as animegamer/weights/evaluator
 cp "$RUNS/evaluator/final/vision_tower/"* "$RUNS/evaluator_pack/"
 rm -rf "$RUNS/evaluator_pack/action_classifier" && cp -r "$RUNS/action/final/action_classifier" "$RUNS/evaluator_pack/"
 
-"$AG" model pack --engine "$RUNS/engine" --decoder "$RUNS/adapt" --out "$RUNS/model"
-"$AG" model pack --engine "$RUNS/engine" --decoder "$RUNS/decoder" --out "$RUNS/model_no_adapt"
+"$AG" model pack --engine "$ENGINE" --decoder "$RUNS/adapt_engine_more2" --out "$RUNS/model"
+"$AG" model pack --engine "$ENGINE" --decoder "$RUNS/decoder" --out "$RUNS/model_no_adapt"
 "$AG" eval --sessions 12 --model "$RUNS/model" --evaluator "$RUNS/evaluator_pack" --out "$RUNS/eval" \
-    --window-ablation 1 --ablation "without adaptation=$RUNS/model_no_adapt" --threads 1
+    --window-ablation 1 --ablation "without adaptation=$RUNS/model_no_adapt" --threads 2
 "$AG" eval-decoder --decoder "$RUNS/decoder" --data "$DATA/big" --evaluator "$RUNS/evaluator_pack" --n 64 \
     --sheet "$RUNS/decoder_eval.png" --out "$RUNS/decoder_eval.json"
 "$AG" bench --model "$RUNS/model" --threads 2 --out "$RUNS/bench.json"

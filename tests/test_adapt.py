@@ -137,9 +137,18 @@ def test_eval_decoder_grades_true_s_a(runs, tmp_path):
     args = parser.parse_args(["eval-decoder", "--decoder", str(root / "decoder"), "--data", str(runs["world"]),
                               "--evaluator", str(root / "clip"), "--n", "2", "--out", str(out), "--no-progress",
                               "--steps", "1", "--guidance", "1.5", "--sheet", str(tmp_path / "sheet.png"),
-                              "--sheet-shots", "2"])
+                              "--sheet-shots", "2", "--latent-noise", "0,0.5"])
     assert args.func(args) == 0
     r = json.loads(out.read_text())
+    ceiling = r["autoencoder_ceiling"]  # the autoencoder's round trips of the same 2 shots, per latent noise
+    still = ceiling.pop("still_frame_sigma")  # the true motion's own frame-to-frame latent change
+    assert set(ceiling) == {"0.0", "0.5"} and all(sum(c["level_counts"]) == 2 and 0 <= c["acc_f"] <= 1
+                                                  for c in ceiling.values())
+    assert still > 0 and r["latent_rms"] > 0 and r["latent_frame_sigma"] > 0
+    bad = parser.parse_args(["eval-decoder", "--decoder", str(root / "decoder"), "--data", str(runs["world"]),
+                             "--latent-noise", "0,-1"])
+    with pytest.raises(SystemExit, match="standard deviations >= 0"):
+        bad.func(bad)
     assert r["shots"] == 2 and r["steps"] == 1 and r["guidance"] == 1.5 and sum(r["decoded_level_counts"]) == 2
     for k in ("clip_i", "character", "place", "acc_f", "acc_f_wrong_level", "ssim"):
         assert r[k] is not None and -1 <= r[k] <= 1

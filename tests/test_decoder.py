@@ -13,7 +13,7 @@ from animegamer.models.action_encoder import ActionEncoder, ActionEncoderConfig,
 from animegamer.models.autoencoder import ShotAutoencoder, autoencoder_config
 from animegamer.models.decoder import DecoderConfig, DecoderNet, decoder_preset
 from animegamer.models.diffusion import (
-    DecoderBatch, Denoiser, DiffusionConfig, collate_decoder, guidance_at, sample, v_target,
+    DecoderBatch, Denoiser, DiffusionConfig, collate_decoder, draw_noise, guidance_at, sample, v_target,
 )
 from animegamer.models.shot_decoder import ShotDecoder
 
@@ -162,6 +162,42 @@ def test_seeded_sampling_is_deterministic():
     lat_b = sample(net, s2, torch.tensor([3, 3]), torch.Generator().manual_seed(5), cfg)
     lat_1 = sample(net, s2[:1], torch.tensor([3]), torch.Generator().manual_seed(5), cfg)
     torch.testing.assert_close(lat_b[:1], lat_1, atol=1e-5, rtol=1e-4)
+
+
+def test_shared_noise_is_unit_variance_and_correlated_across_frames_only():
+    shape = (64, 3, 8, 4, 4)  # B, F latent frames, C' = 4 frames x 2 channels, h, w
+    iid = draw_noise(shape, DiffusionConfig(), torch.Generator().manual_seed(1))
+    assert torch.equal(iid, torch.randn(shape, generator=torch.Generator().manual_seed(1)))  # old decoders: same draw
+    mixed = draw_noise(shape, DiffusionConfig(shared_noise=0.6, noise_frame_groups=4), torch.Generator().manual_seed(1))
+    assert mixed.var().item() == pytest.approx(1.0, abs=0.05)
+    frames = mixed.reshape(64, 3 * 4, 2, 4, 4)  # one (2, 4, 4) latent per video frame
+    same_pos = torch.corrcoef(torch.stack([frames[:, 1].flatten(), frames[:, 9].flatten()]))[0, 1]
+    other_channel = torch.corrcoef(torch.stack([frames[:, 1, 0].flatten(), frames[:, 9, 1].flatten()]))[0, 1]
+    other_shot = torch.corrcoef(torch.stack([frames[:32, 1].flatten(), frames[32:, 9].flatten()]))[0, 1]
+    assert same_pos.item() == pytest.approx(0.6, abs=0.07)  # the shared fraction, between any two frames
+    assert abs(other_channel.item()) < 0.1 and abs(other_shot.item()) < 0.1
+    with pytest.raises(ValueError, match="shared_noise"):
+        DiffusionConfig(shared_noise=1.0)
+    with pytest.raises(ValueError, match="noise_frame_groups 3"):
+        draw_noise(shape, DiffusionConfig(shared_noise=0.5, noise_frame_groups=3))
+
+
+def test_shared_noise_decoder_trains_samples_and_round_trips(tmp_path):
+    torch.manual_seed(0)
+    ae = ShotAutoencoder(autoencoder_config("tiny")).eval()
+    dec = ShotDecoder(tiny_net(), ae, DiffusionConfig(steps=2, guidance=2.0, shared_noise=0.5, noise_frame_groups=4))
+    den = Denoiser(dec.net, dec.diffusion).train()
+    loss, _ = den(tiny_batch(dec.config))
+    loss.backward()
+    assert torch.isfinite(loss)
+    dec.save_pretrained(tmp_path / "dec")
+    loaded = ShotDecoder.from_pretrained(tmp_path / "dec")
+    assert loaded.diffusion.shared_noise == 0.5 and loaded.diffusion.noise_frame_groups == 4
+    s_a = torch.randn(7, 16)
+    a = loaded(s_a, 2, torch.Generator().manual_seed(0))
+    assert np.array_equal(a, dec(s_a, 2, torch.Generator().manual_seed(0)))
+    loaded.diffusion.shared_noise = 0.0  # the sampler really draws the mixed noise
+    assert not np.array_equal(a, loaded(s_a, 2, torch.Generator().manual_seed(0)))
 
 
 def test_dynamic_cfg_ramps_to_guidance():

@@ -7,9 +7,15 @@ s_a = E_a(motion text, the shot's first frame) from the decoder run's val featur
 CLIP-I of decoded vs true frames, character and place accuracy by the evaluator's zero-shot
 probes, action accuracy by the evaluator's video action classifier, PSNR / SSIM / MS-SSIM against
 the true shot (the DreamSim stand-in of `eval`), motion-level accuracy measured from the decoded
-PIXELS (the world's DIS-flow quantiser), and the same accuracy when the decoder is given a WRONG
+PIXELS (the world's DIS-flow quantiser; with the decoded latents' RMS error and frame-to-frame
+error, see ``latent_errors``), and the same accuracy when the decoder is given a WRONG
 level (true + 2, wrapped): if the motion level steers the motion, accuracy against the true level
 drops there. ``--sheet FILE.png``: the first decoded shots beside their ground truth.
+
+``--latent-noise 0,0.05,0.1``: also the ceiling that the autoencoder sets on motion-level accuracy:
+the same shots encoded and decoded back (no diffusion), then with independent Gaussian noise of
+each standard deviation added to every frame's (unit-variance) latent. It shows how exact the
+decoder's per-frame latents must be for the flow to read the true level.
 """
 from __future__ import annotations
 
@@ -32,12 +38,14 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
 
     from animegamer.evaluation.evaluator import probes
     from animegamer.evaluation.metrics import align_clips, motion_level_from_pixels, pixel_scores
+    from animegamer.models.shot_decoder import frames_to_uint8
     from animegamer.world.flow import MotionQuantizer
 
     quant = MotionQuantizer.load()
     n = min(n, len(cache))
     out: dict[str, list[float]] = {k: [] for k in ("clip_i", "character", "place", "action", "acc_f",
-                                                    "acc_f_wrong_level", "psnr", "ssim", "ms_ssim")}
+                                                    "acc_f_wrong_level", "psnr", "ssim", "ms_ssim",
+                                                    "latent_rms", "latent_frame_sigma")}
     kept: list[tuple[dict[str, Any], np.ndarray]] = []
     decoded_levels = [0] * 5  # how often each level is measured on the decoded pixels (all 1 = nothing moves)
     for i in tqdm(range(n), desc="decode true s_a", disable=not progress, dynamic_ncols=True):
@@ -46,7 +54,12 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
         level = int(item["motion_level"])
         with torch.no_grad():
             s_a = decoder.net.action_encoder(item["f_md"][None], item["f_v"][None])[0]  # (N, D)
-        gen = decoder(s_a, level, torch.Generator().manual_seed(seed + i), steps=steps, guidance=guidance)
+        latents = decoder.sample_latents(s_a[None], level, torch.Generator().manual_seed(seed + i), steps, guidance)
+        gen = frames_to_uint8(decoder.decode_latents(latents))[0]  # exactly decoder(s_a, level, ...)
+        errors = latent_errors(decoder, latents[0], item["latents"])
+        if errors is not None:
+            out["latent_rms"].append(errors[0])
+            out["latent_frame_sigma"].append(errors[1])
         wrong = decoder(s_a, (level + 1) % 5 + 1, torch.Generator().manual_seed(seed + i), steps=steps,
                         guidance=guidance)
         measured = motion_level_from_pixels(gen, quant)[0]
@@ -74,6 +87,72 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
             **({"_shots": kept} if keep else {})}
 
 
+def _per_frame(autoencoder, latents: torch.Tensor) -> torch.Tensor | None:
+    """Packed latents (F, C', h, w) -> one latent per video frame (T, C, h, w); None for an autoencoder
+    that compresses time itself (no per-frame latents)."""
+    from animegamer.models.autoencoder import unpack_time
+
+    if getattr(autoencoder.cfg, "kind", None) != "kl2d":
+        return None
+    return unpack_time(latents.float()[None], autoencoder.temporal_ratio)[0]
+
+
+def _frame_sigma(change: torch.Tensor) -> float:
+    """Frame-to-frame change (T-1, ...) as the std of i.i.d. per-frame noise that would cause it
+    (noise of std s on every frame gives differences of std s * sqrt(2))."""
+    return float(change.pow(2).mean().sqrt() / np.sqrt(2))
+
+
+def latent_errors(decoder, pred: torch.Tensor, true: torch.Tensor) -> tuple[float, float] | None:
+    """(RMS error, frame-to-frame error) of decoded vs true RAW latents (F, C', h, w), both in the
+    diffusion's unit-variance space and per video frame. The second number is on the scale of
+    ``--latent-noise``: the flow reads frame-to-frame errors as motion. None without per-frame latents."""
+    d = decoder.diffusion
+    x = _per_frame(decoder.autoencoder, (pred - d.latent_shift) * d.latent_scale)  # (T, C, h, w)
+    y = _per_frame(decoder.autoencoder, (true - d.latent_shift) * d.latent_scale)
+    if x is None:
+        return None
+    return float((x - y).pow(2).mean().sqrt()), _frame_sigma((x[1:] - x[:-1]) - (y[1:] - y[:-1]))
+
+
+def autoencoder_motion_ceiling(autoencoder, cache, rows: list[dict[str, Any]], frames_of, n: int,
+                               sigmas: list[float], seed: int = 0, progress: bool = True) -> dict[str, Any]:
+    """Motion-level accuracy from the pixels of autoencoder round trips of ``n`` held-out shots, per
+    latent noise level sigma (0 = the plain round trip): {sigma: {acc_f, level_counts}}."""
+    from tqdm.auto import tqdm
+
+    from animegamer.evaluation.metrics import finite_mean, motion_level_from_pixels
+    from animegamer.models.shot_decoder import frames_to_uint8
+    from animegamer.world.flow import MotionQuantizer
+
+    quant = MotionQuantizer.load()
+    n = min(n, len(cache))
+    hits = {s: [] for s in sigmas}
+    counts = {s: [0] * 5 for s in sigmas}
+    for i in tqdm(range(n), desc="autoencoder round trips", disable=not progress, dynamic_ncols=True):
+        row = rows[int(cache.tensors["index"][i])]
+        true = frames_of(row)  # (T, H, W, 3) uint8
+        x = torch.from_numpy(true).float().div(127.5).sub(1).permute(0, 3, 1, 2)[None]  # (1, T, 3, H, W)
+        gen = torch.Generator().manual_seed(seed + i)
+        with torch.no_grad():
+            z = autoencoder.encode(x)  # (1, T', C', h, w), ~unit variance
+            for s in sigmas:
+                noisy = z + s * torch.randn(z.shape, generator=gen) if s > 0 else z
+                level = motion_level_from_pixels(frames_to_uint8(autoencoder.decode(noisy))[0], quant)[0]
+                hits[s].append(float(level == int(row["motion_level"])))
+                counts[s][level - 1] += 1
+    still = [latent_errors_still(autoencoder, cache[i]["latents"]) for i in range(n)]
+    return {"still_frame_sigma": finite_mean(still),
+            **{str(s): {"acc_f": float(np.mean(hits[s])), "level_counts": counts[s]} for s in sigmas}}
+
+
+def latent_errors_still(autoencoder, true: torch.Tensor) -> float | None:
+    """The frame-to-frame error (as in ``latent_errors``) of a still copy of the first frame: the true
+    motion itself, the reference point for a decoder's ``latent_frame_sigma``."""
+    y = _per_frame(autoencoder, true)  # (T, C, h, w)
+    return None if y is None else _frame_sigma(y[1:] - y[:-1])
+
+
 def decoded_sheet(shots: list[tuple[dict[str, Any], np.ndarray]], frames_of, path: str | Path) -> Path:
     """One row per shot: first / middle / last decoded frames, then the true shot with its annotations."""
     from animegamer.world.preview import BG, save_png, shot_strip, stack_strips
@@ -86,6 +165,19 @@ def decoded_sheet(shots: list[tuple[dict[str, Any], np.ndarray]], frames_of, pat
     return save_png(stack_strips(rows), path)
 
 
+def parse_sigmas(text: str | None) -> list[float]:
+    """--latent-noise "0,0.05,0.1" -> [0.0, 0.05, 0.1]; a clear error for anything else."""
+    if not text:
+        return []
+    try:
+        sigmas = [float(x) for x in text.split(",")]
+    except ValueError:
+        raise SystemExit(f"eval-decoder: --latent-noise takes comma-separated numbers, got {text!r}") from None
+    if any(not np.isfinite(x) or x < 0 for x in sigmas):
+        raise SystemExit(f"eval-decoder: --latent-noise takes standard deviations >= 0, got {text!r}")
+    return sigmas
+
+
 def run(args: argparse.Namespace) -> int:
     from animegamer.engine.world_sessions import resolve_decoder
     from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR, Evaluator
@@ -95,6 +187,7 @@ def run(args: argparse.Namespace) -> int:
     from animegamer.phases.decoder import CachedShots
     from animegamer.world.dataset import ShotDataset
 
+    sigmas = parse_sigmas(args.latent_noise)  # bad input fails before any decoding
     if args.threads:
         torch.set_num_threads(args.threads)
     decoder = ShotDecoder.from_pretrained(resolve_decoder(args.decoder))
@@ -109,6 +202,9 @@ def run(args: argparse.Namespace) -> int:
     evaluator = Evaluator.load(ev_path) if ev_path else None
     report = evaluate_decoder(decoder, cache, shots.rows, frames_of, evaluator, args.n, progress=not args.no_progress,
                               steps=args.steps, guidance=args.guidance, keep=args.sheet_shots if args.sheet else 0)
+    if sigmas:
+        report["autoencoder_ceiling"] = autoencoder_motion_ceiling(decoder.autoencoder, cache, shots.rows, frames_of,
+                                                                   args.n, sigmas, progress=not args.no_progress)
     if args.sheet:
         report["sheet"] = str(decoded_sheet(report.pop("_shots"), frames_of, args.sheet))
     report.update({"decoder": str(args.decoder), "evaluator": str(ev_path) if ev_path else None})
@@ -131,6 +227,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--guidance", type=float, default=None, help="CFG scale (default: the decoder's own)")
     p.add_argument("--sheet", default=None, help="PNG contact sheet: decoded shots (left) beside the truth (right)")
     p.add_argument("--sheet-shots", type=int, default=8, help="shots on the contact sheet (default: %(default)s)")
+    p.add_argument("--latent-noise", default=None, metavar="S1,S2,...",
+                   help="also report motion-level accuracy of autoencoder round trips of the same shots with this "
+                        "latent noise (0 = plain round trip): the ceiling the autoencoder sets")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=run)

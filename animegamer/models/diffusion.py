@@ -44,6 +44,13 @@ class DiffusionConfig:
     dynamic_cfg: bool = False
     sampler: str = "dpmpp"
     autocast: bool = False  # bf16 autocast while sampling (CPU AMX / GPU); fp32 when False
+    # Mixed noise prior (PYoCo, Ge et al. 2023): this fraction of the noise variance is ONE draw shared
+    # by every frame of a shot, the rest independent per frame, in training and sampling alike. The
+    # motion level is measured by optical flow, which reads independent per-frame errors as motion.
+    shared_noise: float = 0.0
+    # how many video frames each latent frame packs in its channels (the kl2d autoencoder's temporal
+    # ratio; 1 for an autoencoder that compresses time itself): the shared draw is per video frame
+    noise_frame_groups: int = 1
 
     def __post_init__(self) -> None:
         self.validate()
@@ -57,6 +64,10 @@ class DiffusionConfig:
             raise ValueError(f"DiffusionConfig.steps must be >= 1, got {self.steps}")
         if self.guidance < 0:
             raise ValueError(f"DiffusionConfig.guidance must be >= 0, got {self.guidance}")
+        if not 0.0 <= self.shared_noise < 1.0:
+            raise ValueError(f"DiffusionConfig.shared_noise must be in [0, 1), got {self.shared_noise}")
+        if self.noise_frame_groups < 1:
+            raise ValueError(f"DiffusionConfig.noise_frame_groups must be >= 1, got {self.noise_frame_groups}")
         if self.sampler not in SAMPLERS:
             raise ValueError(f"DiffusionConfig.sampler must be one of {SAMPLERS}, got {self.sampler!r}")
 
@@ -110,6 +121,25 @@ def collate_decoder(items: list[dict[str, torch.Tensor]]) -> DecoderBatch:
     )
 
 
+def draw_noise(shape: tuple[int, ...], config: DiffusionConfig, generator: torch.Generator | None = None,
+               device: torch.device | str = "cpu") -> torch.Tensor:
+    """Unit-variance Gaussian noise for latents (B, F, C', h, w) under ``config.shared_noise``.
+
+    Drawn on the CPU (from ``generator`` when given) so a seed gives the same shot on every device.
+    With shared_noise = 0 this is exactly ``torch.randn(shape, generator=generator)``.
+    """
+    x = torch.randn(shape, generator=generator, dtype=torch.float32)  # (B, F, C', h, w)
+    rho = config.shared_noise
+    if rho > 0:
+        b, f, c, h, w = shape
+        g = config.noise_frame_groups
+        if c % g:
+            raise ValueError(f"latent channels {c} not divisible by noise_frame_groups {g}")
+        shared = torch.randn((b, 1, c // g, h, w), generator=generator, dtype=torch.float32)
+        x = math.sqrt(1 - rho) * x + math.sqrt(rho) * shared.repeat(1, f, g, 1, 1)  # (B, F, C', h, w)
+    return x.to(device)
+
+
 def v_target(x0: torch.Tensor, noise: torch.Tensor, alphas_cumprod_t: torch.Tensor) -> torch.Tensor:
     """v = sqrt(a) * eps - sqrt(1 - a) * x0 (Salimans & Ho 2022), a = alpha_bar_t per sample (B,)."""
     a = alphas_cumprod_t.reshape(-1, *([1] * (x0.dim() - 1))).to(x0.dtype)
@@ -148,7 +178,7 @@ class Denoiser(nn.Module):
         if timesteps is None:
             timesteps = torch.randint(0, self.config.num_train_timesteps, (b,), device=x0.device)  # (B,)
         if noise is None:
-            noise = torch.randn_like(x0)  # (B, F, C', h, w)
+            noise = draw_noise(tuple(x0.shape), self.config, device=x0.device)  # (B, F, C', h, w)
         acp = self.noise_schedule.alphas_cumprod.to(x0.device)[timesteps]  # (B,)
         a = acp.reshape(b, 1, 1, 1, 1)
         x_t = a.sqrt() * x0 + (1 - a).sqrt() * noise  # (B, F, C', h, w)
@@ -211,7 +241,7 @@ def sample(
     b = s_a.shape[0]
     sched = make_scheduler(config, sampler)
     sched.set_timesteps(steps)
-    x = torch.randn((b, *net.config.latent_shape), generator=generator, dtype=torch.float32)
+    x = draw_noise((b, *net.config.latent_shape), config, generator)
     x = (x * sched.init_noise_sigma).to(device)  # (B, F, C', h, w)
     use_cfg = guidance > 1.0 or dynamic_cfg
     if motion_level is not None:

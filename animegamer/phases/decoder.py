@@ -112,6 +112,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="> 0: s_a's visual tokens ALSO enter as a spatial map of this many channels beside the "
                              "noisy latent (CogVideoX-I2V style; models/decoder.py). 0 = off. Default: the preset's. "
                              "--init may then name a decoder without it (its new input channels start at zero)")
+    parser.add_argument("--shared-noise", type=float, default=None,
+                        help="fraction of the diffusion noise's variance drawn once per shot and shared by all its "
+                             "frames, in training and sampling (PYoCo's mixed noise prior; models/diffusion.py). "
+                             "Default: the preset's")
     parser.add_argument("--patch-size", type=int, default=None,
                         help="transformer spatial patch (default: the preset's; 2 suits an 8x autoencoder)")
     parser.add_argument("--sample-steps", type=int, default=None, help="sampler steps stored with the model")
@@ -451,8 +455,11 @@ def run(args: argparse.Namespace) -> int:
         sample_kw["steps"] = args.sample_steps
     if args.guidance is not None:
         sample_kw["guidance"] = args.guidance
-    diff = DiffusionConfig(latent_shift=mean, latent_scale=1.0 / max(std, 1e-6),
-                           autocast=args.sample_autocast == "on", **sample_kw)
+    shared_noise = preset.get("shared_noise", 0.0) if args.shared_noise is None else args.shared_noise
+    # the kl2d autoencoder packs `temporal_ratio` frames per latent frame in its channels (pack_time)
+    groups = ae.temporal_ratio if ae.cfg.kind == "kl2d" else 1
+    diff = DiffusionConfig(latent_shift=mean, latent_scale=1.0 / max(std, 1e-6), shared_noise=shared_noise,
+                           noise_frame_groups=groups, autocast=args.sample_autocast == "on", **sample_kw)
     torch.manual_seed(cfg.seed)  # the init must be reproducible: resume reloads only trainable tensors
     denoiser = Denoiser(DecoderNet(dcfg), diff)
     if args.init:  # before any resume: a resumed run reloads only its trainable tensors on top of this
