@@ -7,8 +7,9 @@
 #   decoder: --init decoder_pre --freeze-action-encoder, 1800 steps (exactly as the shipped decoder's
 #            second run; the new input channels start at zero, E_a stays decoder_pre's, so the shipped
 #            engine's predictions are its input too)
-#   phase c: the shipped engine's closed-loop predictions on 25 training sessions (200 steps, as
-#            shipped) and on 100 (400 steps); the shipped decoder is adapted on the same 100 too
+#   phase c: runs/engine's closed-loop predictions (the engine shipped at the time, 1600 steps) on
+#            25 training sessions (200 steps, as shipped then) and on 100 (400 steps); the
+#            shipped decoder of that time is adapted on the same 100 too
 #   graded:  eval-decoder on the TRUE s_a of the 64 held-out shots, and the 12-session eval table
 #
 #   bash scripts/train_spatial_reference.sh [RUNS_DIR]   (needs the runs of scripts/train_default.sh)
