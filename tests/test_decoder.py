@@ -15,7 +15,7 @@ from animegamer.models.decoder import DecoderConfig, DecoderNet, decoder_preset
 from animegamer.models.diffusion import (
     DecoderBatch, Denoiser, DiffusionConfig, collate_decoder, draw_noise, guidance_at, sample, v_target,
 )
-from animegamer.models.shot_decoder import ShotDecoder
+from animegamer.models.shot_decoder import ShotDecoder, frames_from_uint8, frames_to_uint8
 
 torch.set_num_threads(1)
 
@@ -55,6 +55,13 @@ def test_shapes():
     assert frames.shape == (2, 5, 8, 8, 3)
     with pytest.raises(ValueError, match="s_a must be"):
         net(batch.latents, torch.tensor([3, 900]), s_a[:, 1:], batch.motion_level)
+
+
+def test_uint8_frames_round_trip():
+    frames = np.random.default_rng(0).integers(0, 256, (5, 8, 12, 3), dtype=np.uint8)
+    x = frames_from_uint8(frames)
+    assert x.shape == (5, 3, 8, 12) and x.min() >= -1 and x.max() <= 1
+    assert np.array_equal(frames_to_uint8(x), frames)
 
 
 def test_config_validation_names_the_field():

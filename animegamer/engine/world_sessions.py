@@ -169,8 +169,9 @@ def _first_frames(world, rows: list[dict[str, Any]]) -> torch.Tensor:
     """(B, 3, H, W) in [-1, 1]: frame 0 of each row's shot (as collate_shots scales frames)."""
     import numpy as np
 
-    f = np.stack([world.frames(r)[0] for r in rows])  # (B, H, W, 3) uint8
-    return torch.from_numpy(f).permute(0, 3, 1, 2).float().div(127.5).sub(1.0)
+    from animegamer.models.shot_decoder import frames_from_uint8
+
+    return frames_from_uint8(np.stack([world.frames(r)[0] for r in rows]))  # uint8 (B, H, W, 3) -> (B, 3, H, W)
 
 
 def engine_turn(row: dict[str, Any]) -> dict[str, Any]:

@@ -122,7 +122,7 @@ def autoencoder_motion_ceiling(autoencoder, cache, rows: list[dict[str, Any]], f
     from tqdm.auto import tqdm
 
     from animegamer.evaluation.metrics import finite_mean, motion_level_from_pixels
-    from animegamer.models.shot_decoder import frames_to_uint8
+    from animegamer.models.shot_decoder import frames_from_uint8, frames_to_uint8
     from animegamer.world.flow import MotionQuantizer
 
     quant = MotionQuantizer.load()
@@ -132,7 +132,7 @@ def autoencoder_motion_ceiling(autoencoder, cache, rows: list[dict[str, Any]], f
     for i in tqdm(range(n), desc="autoencoder round trips", disable=not progress, dynamic_ncols=True):
         row = rows[int(cache.tensors["index"][i])]
         true = frames_of(row)  # (T, H, W, 3) uint8
-        x = torch.from_numpy(true).float().div(127.5).sub(1).permute(0, 3, 1, 2)[None]  # (1, T, 3, H, W)
+        x = frames_from_uint8(true)[None]  # (1, T, 3, H, W)
         gen = torch.Generator().manual_seed(seed + i)
         with torch.no_grad():
             z = autoencoder.encode(x)  # (1, T', C', h, w), ~unit variance

@@ -22,7 +22,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from animegamer.models.shot_decoder import ShotDecoder, frames_to_uint8
+from animegamer.models.shot_decoder import ShotDecoder, frames_from_uint8, frames_to_uint8
 
 
 def peak_rss_mb() -> float:
@@ -168,13 +168,10 @@ def sweep_on_data(
     true = frames_to_uint8(batch.frames)  # (B, T, H, W, 3)
     quant = MotionQuantizer.load()
 
-    def to_pm1(x: np.ndarray) -> torch.Tensor:  # uint8 (M, H, W, 3) -> (M, 3, H, W) in [-1, 1]
-        return torch.from_numpy(x).permute(0, 3, 1, 2).float() / 127.5 - 1
-
-    e_true = tower.embed_images(to_pm1(true.reshape(-1, *true.shape[2:])))  # (B*T, E)
+    e_true = tower.embed_images(frames_from_uint8(true.reshape(-1, *true.shape[2:])))  # (B*T, E)
 
     def metrics(pred: np.ndarray, _true: np.ndarray) -> dict[str, float]:
-        e_pred = tower.embed_images(to_pm1(pred.reshape(-1, *pred.shape[2:])))  # (B*T, E)
+        e_pred = tower.embed_images(frames_from_uint8(pred.reshape(-1, *pred.shape[2:])))  # (B*T, E)
         levels = [quant.level(flow_magnitude(p)) for p in pred]
         return {"clip_i": float((e_pred * e_true).sum(-1).mean()),
                 "motion_acc": float(np.mean([lv == int(t) for lv, t in zip(levels, batch.motion_level)]))}

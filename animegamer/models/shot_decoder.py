@@ -41,6 +41,11 @@ def frames_to_uint8(frames: torch.Tensor) -> np.ndarray:
     return x.movedim(-3, -1).cpu().numpy()
 
 
+def frames_from_uint8(frames: np.ndarray) -> torch.Tensor:
+    """uint8 (..., H, W, 3) -> float (..., 3, H, W) in [-1, 1]: the inverse of ``frames_to_uint8``."""
+    return torch.from_numpy(np.ascontiguousarray(frames)).movedim(-1, -3).float().div(127.5).sub(1.0)
+
+
 class ShotDecoder(nn.Module):
     def __init__(self, net: DecoderNet, autoencoder: nn.Module, diffusion: DiffusionConfig | None = None) -> None:
         super().__init__()
