@@ -125,6 +125,21 @@ def test_pack_makes_a_playable_fp16_model(runs, tmp_path):
 
         pack_model(tmp_path / "nowhere", root / "decoder", out)
     assert Game.load(out, store=tmp_path / "saves2").engine is not None
+    # the sampler trade-off can be chosen when packing; a bad value fails before anything is written
+    from animegamer.models.shot_decoder import ShotDecoder
+
+    stored = ShotDecoder.from_pretrained(out / "shot_decoder").diffusion
+    args = parser.parse_args(["model", "pack", "--engine", str(root / "engine"), "--decoder", str(root / "decoder"),
+                              "--out", str(tmp_path / "cfg1"), "--guidance", "1", "--sample-steps", "3"])
+    assert args.func(args) == 0
+    packed = ShotDecoder.from_pretrained(tmp_path / "cfg1" / "shot_decoder").diffusion
+    assert (packed.guidance, packed.steps) == (1.0, 3) and (stored.guidance, stored.steps) != (1.0, 3)
+    assert json.loads((tmp_path / "cfg1" / "model.json").read_text())["sampler_override"] == {"guidance": 1.0, "steps": 3}
+    bad = parser.parse_args(["model", "pack", "--engine", str(root / "engine"), "--decoder", str(root / "decoder"),
+                             "--out", str(out), "--sample-steps", "0"])
+    with pytest.raises(ValueError, match="steps must be >= 1"):
+        bad.func(bad)
+    assert ShotDecoder.from_pretrained(out / "shot_decoder").diffusion == stored  # the old model stays
 
 
 def test_eval_decoder_grades_true_s_a(runs, tmp_path):
@@ -145,6 +160,11 @@ def test_eval_decoder_grades_true_s_a(runs, tmp_path):
     assert set(ceiling) == {"0.0", "0.5"} and all(sum(c["level_counts"]) == 2 and 0 <= c["acc_f"] <= 1
                                                   for c in ceiling.values())
     assert still > 0 and r["latent_rms"] > 0 and r["latent_frame_sigma"] > 0
+    # each shot is decoded at its true level and at a wrong one: 4 decodes filed by requested level
+    by_level = r["latent_motion_by_level"]
+    assert set(by_level) == {"1", "2", "3", "4", "5"} and sum(m["decodes"] for m in by_level.values()) == 4
+    assert all(m["decoded"] > 0 for m in by_level.values() if m["decodes"])
+    assert sum(m["true"] is not None for m in by_level.values()) >= 1  # the true shots' own motion
     bad = parser.parse_args(["eval-decoder", "--decoder", str(root / "decoder"), "--data", str(runs["world"]),
                              "--latent-noise", "0,-1"])
     with pytest.raises(SystemExit, match="standard deviations >= 0"):

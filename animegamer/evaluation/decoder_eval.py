@@ -12,6 +12,12 @@ error, see ``latent_errors``), and the same accuracy when the decoder is given a
 level (true + 2, wrapped): if the motion level steers the motion, accuracy against the true level
 drops there. ``--sheet FILE.png``: the first decoded shots beside their ground truth.
 
+``latent_motion_by_level``: does the decoder's motion follow the level it is asked for? For each
+requested level (the true one and the wrong one), the mean frame-to-frame change of the decoded
+latents itself (``latent_motion``, on the scale of ``latent_frame_sigma``) beside that of the true
+shots of that level. A decoder that flickers moves more than the truth at every level; one that
+ignores the level moves the same at every level.
+
 ``--latent-noise 0,0.05,0.1``: also the ceiling that the autoencoder sets on motion-level accuracy:
 the same shots encoded and decoded back (no diffusion), then with independent Gaussian noise of
 each standard deviation added to every frame's (unit-variance) latent. It shows how exact the
@@ -48,6 +54,7 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
                                                     "latent_rms", "latent_frame_sigma")}
     kept: list[tuple[dict[str, Any], np.ndarray]] = []
     decoded_levels = [0] * 5  # how often each level is measured on the decoded pixels (all 1 = nothing moves)
+    motion = {lv: {"decoded": [], "true": []} for lv in range(1, 6)}  # latent motion per requested level
     for i in tqdm(range(n), desc="decode true s_a", disable=not progress, dynamic_ncols=True):
         item = cache[i]
         row = rows[int(cache.tensors["index"][i])]
@@ -57,11 +64,16 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
         latents = decoder.sample_latents(s_a[None], level, torch.Generator().manual_seed(seed + i), steps, guidance)
         gen = frames_to_uint8(decoder.decode_latents(latents))[0]  # exactly decoder(s_a, level, ...)
         errors = latent_errors(decoder, latents[0], item["latents"])
+        wrong_level = (level + 1) % 5 + 1
+        wrong_latents = decoder.sample_latents(s_a[None], wrong_level, torch.Generator().manual_seed(seed + i),
+                                               steps, guidance)
+        wrong = frames_to_uint8(decoder.decode_latents(wrong_latents))[0]
         if errors is not None:
             out["latent_rms"].append(errors[0])
             out["latent_frame_sigma"].append(errors[1])
-        wrong = decoder(s_a, (level + 1) % 5 + 1, torch.Generator().manual_seed(seed + i), steps=steps,
-                        guidance=guidance)
+            motion[level]["decoded"].append(latent_motion(decoder, latents[0]))
+            motion[wrong_level]["decoded"].append(latent_motion(decoder, wrong_latents[0]))
+            motion[level]["true"].append(latent_motion(decoder, item["latents"]))
         measured = motion_level_from_pixels(gen, quant)[0]
         decoded_levels[measured - 1] += 1
         out["acc_f"].append(float(measured == level))
@@ -84,6 +96,8 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
     return {"shots": n, "steps": steps or decoder.diffusion.steps,
             "guidance": guidance if guidance is not None else decoder.diffusion.guidance,
             "decoded_level_counts": decoded_levels, **{k: (float(np.mean(v)) if v else None) for k, v in out.items()},
+            "latent_motion_by_level": {str(lv): {k: (float(np.mean(v)) if v else None) for k, v in m.items()}
+                                       | {"decodes": len(m["decoded"])} for lv, m in motion.items()},
             **({"_shots": kept} if keep else {})}
 
 
@@ -113,6 +127,14 @@ def latent_errors(decoder, pred: torch.Tensor, true: torch.Tensor) -> tuple[floa
     if x is None:
         return None
     return float((x - y).pow(2).mean().sqrt()), _frame_sigma((x[1:] - x[:-1]) - (y[1:] - y[:-1]))
+
+
+def latent_motion(decoder, latents: torch.Tensor) -> float | None:
+    """Frame-to-frame change of RAW latents (F, C', h, w) themselves, on the scale of ``latent_errors``'
+    second number: how much a shot moves (or flickers) in the autoencoder's latent space."""
+    d = decoder.diffusion
+    x = _per_frame(decoder.autoencoder, (latents.float() - d.latent_shift) * d.latent_scale)  # (T, C, h, w)
+    return None if x is None else _frame_sigma(x[1:] - x[:-1])
 
 
 def autoencoder_motion_ceiling(autoencoder, cache, rows: list[dict[str, Any]], frames_of, n: int,

@@ -41,6 +41,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     pk.add_argument("--decoder", required=True, help="`train adapt` or `train decoder` run dir (or shot_decoder/)")
     pk.add_argument("--out", required=True, help="model directory to write (replaced atomically)")
     pk.add_argument("--fp32", action="store_true", help="keep fp32 weights (default: fp16, half the size)")
+    pk.add_argument("--guidance", type=float, default=None,
+                    help="CFG scale to store with the packed decoder (default: the decoder run's)")
+    pk.add_argument("--sample-steps", type=int, default=None,
+                    help="sampler steps to store with the packed decoder (default: the decoder run's)")
     pk.add_argument("--provenance", default=None, metavar="JSON",
                     help="a JSON file (e.g. the training commands and data seeds) copied into model.json")
     pk.set_defaults(func=_pack)
@@ -53,7 +57,8 @@ def _pack(args: argparse.Namespace) -> int:
     from animegamer.game.pack import model_bytes, pack_model
 
     prov = json.loads(Path(args.provenance).read_text()) if args.provenance else None
-    out = pack_model(args.engine, args.decoder, args.out, fp16=not args.fp32, provenance=prov)
+    out = pack_model(args.engine, args.decoder, args.out, fp16=not args.fp32, provenance=prov,
+                     guidance=args.guidance, sample_steps=args.sample_steps)
     print(f"model written to {out} ({model_bytes(out) / 1e6:.1f} MB)")
     return 0
 

@@ -12,6 +12,7 @@ The whole directory is written atomically: a failed pack leaves the previous mod
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,12 @@ def _metrics(run_dir: Path) -> dict[str, Any]:
 
 
 def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: bool = True,
-               provenance: dict[str, Any] | None = None) -> Path:
-    """Copy the engine and shot decoder of two runs into one model directory (see module doc)."""
+               provenance: dict[str, Any] | None = None, guidance: float | None = None,
+               sample_steps: int | None = None) -> Path:
+    """Copy the engine and shot decoder of two runs into one model directory (see module doc).
+
+    ``guidance`` / ``sample_steps`` replace the sampler settings stored with the decoder (a measured
+    quality / speed trade-off, e.g. ``eval-decoder --guidance``); model.json records them."""
     from animegamer.engine.model import load_engine, resolve_engine, save_engine
     from animegamer.engine.world_sessions import resolve_decoder
     from animegamer.models.shot_decoder import ShotDecoder
@@ -37,6 +42,13 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
     engine_dir, decoder_dir = resolve_engine(engine), resolve_decoder(decoder)
     eng = load_engine(engine_dir)
     dec = ShotDecoder.from_pretrained(decoder_dir)
+    sampler = {}
+    if guidance is not None:
+        sampler["guidance"] = guidance
+    if sample_steps is not None:
+        sampler["steps"] = sample_steps
+    if sampler:  # validated like any stored config: a bad value fails here, before anything is written
+        dec.diffusion = dataclasses.replace(dec.diffusion, **sampler)
     n_eng, d_eng, n_dec, d_dec = eng.cfg.rep_tokens, eng.cfg.rep_dim, dec.config.n_tokens, dec.config.d_cond
     if (n_eng, d_eng) != (n_dec, d_dec):
         raise ValueError(f"{engine_dir} predicts s_a of {n_eng} x {d_eng} but {decoder_dir} reads {n_dec} x {d_dec}")
@@ -53,7 +65,9 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
         dec.save_pretrained(tmp / "shot_decoder", dtype=dtype)
         save_json_atomic({"engine": {"from": str(engine_dir), "metrics": _metrics(engine_dir)},
                           "shot_decoder": {"from": str(decoder_dir), "metrics": _metrics(decoder_dir.parent)},
-                          "dtype": "float16" if fp16 else "float32", **(provenance or {})}, tmp / "model.json")
+                          "dtype": "float16" if fp16 else "float32",
+                          **({"sampler_override": sampler} if sampler else {}), **(provenance or {})},
+                         tmp / "model.json")
     return Path(out)
 
 

@@ -51,6 +51,11 @@ class DiffusionConfig:
     # how many video frames each latent frame packs in its channels (the kl2d autoencoder's temporal
     # ratio; 1 for an autoencoder that compresses time itself): the shared draw is per video frame
     noise_frame_groups: int = 1
+    # Temporal-difference loss (training only; 0 = off, the plain v-loss): adds this weight times the
+    # MSE of the frame-to-frame differences of the v prediction, per video frame. Uncorrelated
+    # per-frame errors (the flicker the flow reads as motion) pay it in full, an error shared by all
+    # frames pays nothing, so it teaches the network to be consistently wrong rather than to flicker.
+    frame_diff_loss: float = 0.0
 
     def __post_init__(self) -> None:
         self.validate()
@@ -66,6 +71,8 @@ class DiffusionConfig:
             raise ValueError(f"DiffusionConfig.guidance must be >= 0, got {self.guidance}")
         if not 0.0 <= self.shared_noise < 1.0:
             raise ValueError(f"DiffusionConfig.shared_noise must be in [0, 1), got {self.shared_noise}")
+        if self.frame_diff_loss < 0:
+            raise ValueError(f"DiffusionConfig.frame_diff_loss must be >= 0, got {self.frame_diff_loss}")
         if self.noise_frame_groups < 1:
             raise ValueError(f"DiffusionConfig.noise_frame_groups must be >= 1, got {self.noise_frame_groups}")
         if self.sampler not in SAMPLERS:
@@ -140,6 +147,19 @@ def draw_noise(shape: tuple[int, ...], config: DiffusionConfig, generator: torch
     return x.to(device)
 
 
+def frame_differences(x: torch.Tensor, frame_groups: int = 1) -> torch.Tensor:
+    """Differences between consecutive VIDEO frames of latents (B, F, g*C, h, w) packing g frames each.
+
+    Returns (B, F*g - 1, C, h, w). The kl2d autoencoder's first latent frame holds g copies of video
+    frame 0 (autoencoder.pack_time), so their differences are the copies' disagreement.
+    """
+    b, f, gc, h, w = x.shape
+    if gc % frame_groups:
+        raise ValueError(f"latent channels {gc} not divisible by frame_groups {frame_groups}")
+    frames = x.reshape(b, f * frame_groups, gc // frame_groups, h, w)  # channel = j*C + c (pack_time)
+    return frames[:, 1:] - frames[:, :-1]
+
+
 def v_target(x0: torch.Tensor, noise: torch.Tensor, alphas_cumprod_t: torch.Tensor) -> torch.Tensor:
     """v = sqrt(a) * eps - sqrt(1 - a) * x0 (Salimans & Ho 2022), a = alpha_bar_t per sample (B,)."""
     a = alphas_cumprod_t.reshape(-1, *([1] * (x0.dim() - 1))).to(x0.dtype)
@@ -184,9 +204,13 @@ class Denoiser(nn.Module):
         x_t = a.sqrt() * x0 + (1 - a).sqrt() * noise  # (B, F, C', h, w)
         target = v_target(x0, noise, acp)  # (B, F, C', h, w)
         s_a, drop = self.condition(batch, self.config.cond_dropout if self.training else 0.0)
-        pred = self.net(x_t, timesteps, s_a, batch.motion_level)  # (B, F, C', h, w)
-        loss = F.mse_loss(pred.float(), target.float())
-        logs = {"loss": float(loss.detach()), "cond_drop": float(drop.float().mean())}
+        pred = self.net(x_t, timesteps, s_a, batch.motion_level).float()  # (B, F, C', h, w)
+        v_loss = F.mse_loss(pred, target.float())
+        g = self.config.noise_frame_groups
+        diff_loss = F.mse_loss(frame_differences(pred, g), frame_differences(target.float(), g))
+        loss = v_loss + self.config.frame_diff_loss * diff_loss if self.config.frame_diff_loss > 0 else v_loss
+        logs = {"loss": float(loss.detach()), "v_loss": float(v_loss.detach()),
+                "frame_diff_loss": float(diff_loss.detach()), "cond_drop": float(drop.float().mean())}
         return loss, logs
 
 

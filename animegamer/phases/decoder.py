@@ -116,6 +116,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="fraction of the diffusion noise's variance drawn once per shot and shared by all its "
                              "frames, in training and sampling (PYoCo's mixed noise prior; models/diffusion.py). "
                              "Default: the preset's")
+    parser.add_argument("--frame-diff-loss", type=float, default=None,
+                        help="weight of a temporal-difference loss: the MSE of the frame-to-frame differences of "
+                             "the v prediction, added to the v-loss (models/diffusion.py). Default: the preset's (0)")
     parser.add_argument("--patch-size", type=int, default=None,
                         help="transformer spatial patch (default: the preset's; 2 suits an 8x autoencoder)")
     parser.add_argument("--sample-steps", type=int, default=None, help="sampler steps stored with the model")
@@ -338,9 +341,10 @@ def _eval_loss(denoiser, dataset, n: int, seed: int) -> dict[str, float]:
         b = collate_decoder([dataset[i] for i in range(s, min(n, s + 8))])
         t = torch.randint(0, denoiser.config.num_train_timesteps, (len(b),), generator=g)
         noise = torch.randn(b.latents.shape, generator=g)
-        cond.append(denoiser(b, timesteps=t, noise=noise)[0].item())
+        # the plain v-loss, comparable across decoders whatever extra loss terms they trained with
+        cond.append(denoiser(b, timesteps=t, noise=noise)[1]["v_loss"])
         z = type(b)(b.latents, torch.zeros_like(b.f_md), torch.zeros_like(b.f_v), b.motion_level)
-        null.append(denoiser(z, timesteps=t, noise=noise)[0].item())
+        null.append(denoiser(z, timesteps=t, noise=noise)[1]["v_loss"])
     denoiser.train(was)
     return {"val_loss": sum(cond) / len(cond), "val_loss_null_condition": sum(null) / len(null), "val_shots": n}
 
@@ -458,8 +462,9 @@ def run(args: argparse.Namespace) -> int:
     shared_noise = preset.get("shared_noise", 0.0) if args.shared_noise is None else args.shared_noise
     # the kl2d autoencoder packs `temporal_ratio` frames per latent frame in its channels (pack_time)
     groups = ae.temporal_ratio if ae.cfg.kind == "kl2d" else 1
+    frame_diff = preset.get("frame_diff_loss", 0.0) if args.frame_diff_loss is None else args.frame_diff_loss
     diff = DiffusionConfig(latent_shift=mean, latent_scale=1.0 / max(std, 1e-6), shared_noise=shared_noise,
-                           noise_frame_groups=groups, autocast=args.sample_autocast == "on", **sample_kw)
+                           noise_frame_groups=groups, frame_diff_loss=frame_diff, autocast=args.sample_autocast == "on", **sample_kw)
     torch.manual_seed(cfg.seed)  # the init must be reproducible: resume reloads only trainable tensors
     denoiser = Denoiser(DecoderNet(dcfg), diff)
     if args.init:  # before any resume: a resumed run reloads only its trainable tensors on top of this
