@@ -172,6 +172,10 @@ def test_train_engine_on_world_end_to_end(world, phase_a, tmp_path):
     tf = report["teacher_forced"]
     assert 0 <= tf["acc_motion_level"] <= 1 and 0 <= tf["mae_deltas"] <= 1
     assert set(tf["per_turn"]) == {"0", "1"} and {"cos", "mse", "cos_visual_z"} <= set(tf["per_turn"]["1"])
+    confusion = tf["level_confusion"]  # true x predicted, every turn once; its diagonal is the accuracy
+    assert sum(map(sum, confusion)) == tf["turns"] == 4
+    assert sum(confusion[i][i] for i in range(5)) / 4 == pytest.approx(tf["acc_motion_level"])
+    assert tf["acc_motion_level"] + tf["level_off_by_one"] <= 1
     assert "closed_loop" in report and report["n_text"] == N_TEXT
     h = report["history"]
     assert set(h["per_window"]) == {"0", "1", "5"} and set(h["gain"]) == {"window_5_vs_0", "window_5_vs_1"}

@@ -79,6 +79,7 @@ def play_sessions(engine, sessions: list, window: int | None = None, closed_loop
                 err = {k: abs(p.deltas[k] - true.deltas[k]) for k in DELTA_FIELDS}
                 rows.append({"session": si, "turn": t, "window": cfg.window, "ml_pred": p.motion_level,
                              "ml_true": true.motion_level, "ml_ok": float(p.motion_level == true.motion_level),
+                             "ml_off_by_one": float(abs(p.motion_level - true.motion_level) == 1),
                              "mae": sum(err.values()) / len(err), **{f"mae_{k}": float(v) for k, v in err.items()},
                              **rep_metrics(engine, p.s_a, true.s_a, n_text), "sec": p.timings["total_s"]})
                 hist.append(TurnRecord(true.instruction, p.s_a, p.motion_level, p.deltas, true.states)
@@ -109,6 +110,13 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         per_turn[str(t)] = {"n": len(rs), "acc_motion_level": _mean(rs, "ml_ok"), "mae_deltas": _mean(rs, "mae"),
                             **{k: _mean(rs, k) for k in S_A_METRICS}}
     out["per_turn"] = per_turn
+    # rows = true level 1..5, columns = predicted level 1..5: are the misses next to a quantiser
+    # threshold (one level off) or systematic?
+    confusion = [[0] * 5 for _ in range(5)]
+    for r in rows:
+        confusion[int(r["ml_true"]) - 1][int(r["ml_pred"]) - 1] += 1
+    out["level_confusion"] = confusion
+    out["level_off_by_one"] = _mean(rows, "ml_off_by_one")
     return out
 
 
