@@ -176,6 +176,8 @@ def test_train_engine_on_world_end_to_end(world, phase_a, tmp_path):
     assert sum(map(sum, confusion)) == tf["turns"] == 4
     assert sum(confusion[i][i] for i in range(5)) / 4 == pytest.approx(tf["acc_motion_level"])
     assert tf["acc_motion_level"] + tf["level_off_by_one"] <= 1
+    assert [sorted({t[1] for t in tf["levels_per_turn"]}), len(tf["levels_per_turn"])] == [[0, 1], 4]
+    assert sum(t[2] == t[3] for t in tf["levels_per_turn"]) / 4 == pytest.approx(tf["acc_motion_level"])
     assert "closed_loop" in report and report["n_text"] == N_TEXT
     h = report["history"]
     assert set(h["per_window"]) == {"0", "1", "5"} and set(h["gain"]) == {"window_5_vs_0", "window_5_vs_1"}

@@ -117,6 +117,9 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         confusion[int(r["ml_true"]) - 1][int(r["ml_pred"]) - 1] += 1
     out["level_confusion"] = confusion
     out["level_off_by_one"] = _mean(rows, "ml_off_by_one")
+    # per turn [session index (in the sessions dir order), turn index, true level, predicted level]: so each
+    # miss can be put beside what the turn told the engine (world.level_ceiling.level_key)
+    out["levels_per_turn"] = [[int(r["session"]), int(r["turn"]), int(r["ml_true"]), int(r["ml_pred"])] for r in rows]
     return out
 
 
