@@ -13,7 +13,8 @@ from animegamer.models.action_encoder import ActionEncoder, ActionEncoderConfig,
 from animegamer.models.autoencoder import ShotAutoencoder, autoencoder_config
 from animegamer.models.decoder import DecoderConfig, DecoderNet, decoder_preset
 from animegamer.models.diffusion import (
-    DecoderBatch, Denoiser, DiffusionConfig, collate_decoder, draw_noise, frame_differences, guidance_at, sample, v_target,
+    DecoderBatch, Denoiser, DiffusionConfig, collate_decoder, draw_noise, frame_differences, guidance_at, sample,
+    v_target,
 )
 from animegamer.models.shot_decoder import ShotDecoder, frames_from_uint8, frames_to_uint8
 
