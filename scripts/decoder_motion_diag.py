@@ -5,7 +5,7 @@
 On the first n held-out shots of the cache (their TRUE s_a), two measurements
 (docs/results/frame_diff.md):
 
-1. ``motion``: the own frame-to-frame change of latents (``decoder_eval.latent_motion``) per true
+1. ``motion``: the own frame-to-frame change of latents (``decoder_eval.own_motion``) per true
    level, for the true shots, for samples at several sampler settings, and for the one-step x0
    prediction from the TRUE latent noised to timestep t.
 2. ``level_effect``: the same shot and noisy input at level 1 and at level 5. The x0 prediction's
@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from animegamer.engine.world_sessions import resolve_decoder
-from animegamer.evaluation.decoder_eval import latent_motion
+from animegamer.evaluation.decoder_eval import latent_motion, own_motion
 from animegamer.io_utils import write_json
 from animegamer.models.diffusion import Denoiser, draw_noise
 from animegamer.models.shot_decoder import ShotDecoder
@@ -68,11 +68,11 @@ def diagnose(dec: ShotDecoder, cache: CachedShots, n: int) -> dict:
         for t in TIMESTEPS:
             x_t = noised(den, item["latents"], t, seed=i)
             pred = {lv: x0_prediction(den, x_t, t, s_a, lv) for lv in {1, 5, level}}
-            add(f"x0_prediction_t{t}", level, latent_motion(dec, den.denormalize(pred[level])[0]))
+            add(f"x0_prediction_t{t}", level, own_motion(dec.autoencoder, pred[level][0]))
             e = effect.setdefault(f"t{t}", {k: [] for k in ("motion_level_1", "motion_level_5", "rms_level_1_vs_5",
                                                            "rms_true_vs_other_s_a")})
-            e["motion_level_1"].append(latent_motion(dec, den.denormalize(pred[1])[0]))
-            e["motion_level_5"].append(latent_motion(dec, den.denormalize(pred[5])[0]))
+            e["motion_level_1"].append(own_motion(dec.autoencoder, pred[1][0]))
+            e["motion_level_5"].append(own_motion(dec.autoencoder, pred[5][0]))
             e["rms_level_1_vs_5"].append(float((pred[1] - pred[5]).pow(2).mean().sqrt()))
             other_pred = x0_prediction(den, x_t, t, s_other, level)
             e["rms_true_vs_other_s_a"].append(float((pred[level] - other_pred).pow(2).mean().sqrt()))

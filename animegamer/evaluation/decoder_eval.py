@@ -133,8 +133,7 @@ def latent_motion(decoder, latents: torch.Tensor) -> float | None:
     """Frame-to-frame change of RAW latents (F, C', h, w) themselves, on the scale of ``latent_errors``'
     second number: how much a shot moves (or flickers) in the autoencoder's latent space."""
     d = decoder.diffusion
-    x = _per_frame(decoder.autoencoder, (latents.float() - d.latent_shift) * d.latent_scale)  # (T, C, h, w)
-    return None if x is None else _frame_sigma(x[1:] - x[:-1])
+    return own_motion(decoder.autoencoder, (latents.float() - d.latent_shift) * d.latent_scale)
 
 
 def autoencoder_motion_ceiling(autoencoder, cache, rows: list[dict[str, Any]], frames_of, n: int,
@@ -163,15 +162,16 @@ def autoencoder_motion_ceiling(autoencoder, cache, rows: list[dict[str, Any]], f
                 level = motion_level_from_pixels(frames_to_uint8(autoencoder.decode(noisy))[0], quant)[0]
                 hits[s].append(float(level == int(row["motion_level"])))
                 counts[s][level - 1] += 1
-    still = [latent_errors_still(autoencoder, cache[i]["latents"]) for i in range(n)]
+    still = [own_motion(autoencoder, cache[i]["latents"]) for i in range(n)]
     return {"still_frame_sigma": finite_mean(still),
             **{str(s): {"acc_f": float(np.mean(hits[s])), "level_counts": counts[s]} for s in sigmas}}
 
 
-def latent_errors_still(autoencoder, true: torch.Tensor) -> float | None:
-    """The frame-to-frame error (as in ``latent_errors``) of a still copy of the first frame: the true
-    motion itself, the reference point for a decoder's ``latent_frame_sigma``."""
-    y = _per_frame(autoencoder, true)  # (T, C, h, w)
+def own_motion(autoencoder, latents: torch.Tensor) -> float | None:
+    """Frame-to-frame change of unit-variance packed latents (F, C', h, w) themselves. For true latents
+    this is also the frame-to-frame error (as in ``latent_errors``) of a still copy of the first
+    frame: the reference point for a decoder's ``latent_frame_sigma``. None without per-frame latents."""
+    y = _per_frame(autoencoder, latents)  # (T, C, h, w)
     return None if y is None else _frame_sigma(y[1:] - y[:-1])
 
 

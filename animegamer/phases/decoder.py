@@ -464,7 +464,8 @@ def run(args: argparse.Namespace) -> int:
     groups = ae.temporal_ratio if ae.cfg.kind == "kl2d" else 1
     frame_diff = preset.get("frame_diff_loss", 0.0) if args.frame_diff_loss is None else args.frame_diff_loss
     diff = DiffusionConfig(latent_shift=mean, latent_scale=1.0 / max(std, 1e-6), shared_noise=shared_noise,
-                           noise_frame_groups=groups, frame_diff_loss=frame_diff, autocast=args.sample_autocast == "on", **sample_kw)
+                           noise_frame_groups=groups, frame_diff_loss=frame_diff,
+                           autocast=args.sample_autocast == "on", **sample_kw)
     torch.manual_seed(cfg.seed)  # the init must be reproducible: resume reloads only trainable tensors
     denoiser = Denoiser(DecoderNet(dcfg), diff)
     if args.init:  # before any resume: a resumed run reloads only its trainable tensors on top of this
