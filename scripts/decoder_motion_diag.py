@@ -38,9 +38,11 @@ def x0_prediction(den: Denoiser, x_t: torch.Tensor, t: int, s_a: torch.Tensor, l
     return a.sqrt() * x_t - (1 - a).sqrt() * v
 
 
-def noised(den: Denoiser, latents: torch.Tensor, t: int, seed: int) -> torch.Tensor:
+def noised(den: Denoiser, latents: torch.Tensor, t: int, seed: int, level: int) -> torch.Tensor:
     x0 = den.normalize(latents[None].float())  # (1, F, C', h, w)
-    noise = draw_noise(tuple(x0.shape), den.config, torch.Generator().manual_seed(seed))
+    # the shot's own level picks the noise prior of a level-matched decoder (as in training)
+    noise = draw_noise(tuple(x0.shape), den.config, torch.Generator().manual_seed(seed),
+                       motion_level=torch.tensor([level]) if den.net.config.use_motion_level else None)
     a = den.noise_schedule.alphas_cumprod[t]
     return a.sqrt() * x0 + (1 - a).sqrt() * noise
 
@@ -66,7 +68,7 @@ def diagnose(dec: ShotDecoder, cache: CachedShots, n: int) -> dict:
             lat = dec.sample_latents(s_a, level, torch.Generator().manual_seed(i), steps, cfg)
             add(f"sample_{steps}_steps_cfg_{cfg:g}", level, latent_motion(dec, lat[0]))
         for t in TIMESTEPS:
-            x_t = noised(den, item["latents"], t, seed=i)
+            x_t = noised(den, item["latents"], t, seed=i, level=level)
             pred = {lv: x0_prediction(den, x_t, t, s_a, lv) for lv in {1, 5, level}}
             add(f"x0_prediction_t{t}", level, own_motion(dec.autoencoder, pred[level][0]))
             e = effect.setdefault(f"t{t}", {k: [] for k in ("motion_level_1", "motion_level_5", "rms_level_1_vs_5",

@@ -31,7 +31,7 @@ def main(report_path: str, sessions_dir: str, world_dir: str) -> int:
         raise SystemExit(f"{report_path}: no levels_per_turn (written by an older engine evaluation); evaluate again")
     ids = [json.loads(line)["id"] for line in open(Path(sessions_dir) / "engine_sessions.jsonl") if line.strip()]
     rows = {(int(r["session"]), int(r["turn"])): r
-            for split in ("val", "test") for r in world.split_rows(split)}
+            for split in ("train", "val", "test") for r in world.split_rows(split)}
     groups: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # turns, engine right, table right
     for si, turn, true, pred in report["levels_per_turn"]:
         r = rows[(int(ids[si]), turn)]

@@ -14,10 +14,15 @@
 # `train engine --steps 1000` in that commit's scripts/train_default.sh. This script takes it from
 # git history when RUNS_DIR/engine_init is missing. Set ENGINE_INIT= to start from the bare
 # backbone instead (then give the engine more steps: it has 2800 behind it in the shipped model:
-# 1000 in the init engine, then 600 + 600 + 600 here). About 2.5 hours on the 2-core CPU.
+# 1000 in the init engine, then 600 + 600 + 600 here, then 1200 on fresh sessions).
+#
+# Since 2026-11-24 (late): the engine's last 1200 steps are on 2400 fresh sessions (seed 5000) that
+# no step saw before (docs/results/engine_fresh_data.md), and the decoder goes on for 1200 steps
+# with the level-matched noise prior (--shared-noise-by-level; docs/results/level_noise.md) before
+# phase c. About 4 hours on the 2-core CPU.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-RUNS="${1:-$ROOT/runs}"
+RUNS="$(mkdir -p "${1:-$ROOT/runs}" && cd "${1:-$ROOT/runs}" && pwd)"  # absolute: symlinks resolve from their own dir
 DATA="$RUNS/data"
 AG="$ROOT/bin/animegamer"
 ENGINE_INIT="${ENGINE_INIT-$RUNS/engine_init}"
@@ -35,6 +40,9 @@ fi
 # the autoencoder. 200 + 600 sessions (seed 3000) for the evaluator, which shares nothing with the model.
 [[ -f "$DATA/fit/meta.json" ]] || "$AG" world render --sessions 300 --turns 5 --seed 1000 --out "$DATA/fit"
 [[ -f "$DATA/big/meta.json" ]] || "$AG" world render --sessions 1200 --turns 5 --seed 1000 --out "$DATA/big"
+# fresh sessions for the engine's last run (the engine had seen data/big's 4800 turns twice)
+[[ -f "$DATA/engine_extra/meta.json" ]] || "$AG" world render --sessions 2400 --turns 5 --seed 5000 \
+    --out "$DATA/engine_extra"
 [[ -f "$DATA/evaluator/meta.json" ]] || "$AG" world render --sessions 200 --turns 5 --seed 3000 --out "$DATA/evaluator"
 [[ -f "$DATA/evaluator_big/meta.json" ]] || "$AG" world render --sessions 600 --turns 5 --seed 3000 \
     --out "$DATA/evaluator_big"
@@ -68,13 +76,25 @@ for E in engine_more engine_more2; do
         $(resume "$RUNS/$E") > "$RUNS/$E.log" 2>&1
     PREV="$RUNS/$E"
 done
-ENGINE="$RUNS/engine_more2"
+# ... then 1200 steps on the fresh sessions (same decoder_pre targets; nothing repeats)
+[[ -d "$RUNS/engine_extra/final" ]] || "$AG" train engine --preset default --data "$DATA/engine_extra" \
+    --decoder "$RUNS/decoder_pre" --out "$RUNS/engine_extra" --init "$PREV" --steps 1200 --max-turns 3 --window 3 \
+    --eval-sessions 30 --no-closed-loop --threads 1 $(resume "$RUNS/engine_extra") > "$RUNS/engine_extra.log" 2>&1
+ENGINE="$RUNS/engine_extra"
 [[ -z "${DEC_PID:-}" ]] || wait "$DEC_PID"
 
+# Phase a, last part: 1200 steps with the level-matched noise prior (E_a still frozen)
+LEVELS=0.998,0.99,0.95,0.8,0.4
+mkdir -p "$RUNS/decoder_lm" && ln -sfn "$RUNS/decoder_pre/cache" "$RUNS/decoder_lm/cache"
+[[ -d "$RUNS/decoder_lm/joint/final" ]] || "${DEC[@]}" --out "$RUNS/decoder_lm" --init "$RUNS/decoder" \
+    --freeze-action-encoder --shared-noise-by-level "$LEVELS" --steps 1200 --warmup-steps 20 --save-every 300 \
+    --threads 2 $(resume "$RUNS/decoder_lm/joint")
+
 # Phase c: 25 training sessions played closed loop, 200 decoder steps on the engine's predictions
-[[ -d "$RUNS/adapt_engine_more2/final" ]] || "$AG" train adapt --preset default --data "$DATA/big" --engine "$ENGINE" \
-    --decoder "$RUNS/decoder" --out "$RUNS/adapt_engine_more2" --limit 25 --steps 200 --threads 2 \
-    $(resume "$RUNS/adapt_engine_more2")
+# (the engine's own sessions are of the engine_extra world; the decoder's shots are data/big's)
+[[ -d "$RUNS/adapt/final" ]] || "$AG" train adapt --preset default --data "$DATA/big" --engine "$ENGINE" \
+    --sessions "$RUNS/engine_more2/sessions/train" --decoder "$RUNS/decoder_lm" --out "$RUNS/adapt" --limit 25 \
+    --steps 200 --threads 2 $(resume "$RUNS/adapt")
 
 # The evaluator: its own vision tower (other seed, other data) and video action classifier
 [[ -d "$RUNS/evaluator/final" ]] || "$AG" train clip --preset default --data "$DATA/evaluator" --out "$RUNS/evaluator" \
@@ -85,11 +105,11 @@ mkdir -p "$RUNS/evaluator_pack"  # what ships as animegamer/weights/evaluator
 cp "$RUNS/evaluator/final/vision_tower/"* "$RUNS/evaluator_pack/"
 rm -rf "$RUNS/evaluator_pack/action_classifier" && cp -r "$RUNS/action/final/action_classifier" "$RUNS/evaluator_pack/"
 
-"$AG" model pack --engine "$ENGINE" --decoder "$RUNS/adapt_engine_more2" --out "$RUNS/model"
-"$AG" model pack --engine "$ENGINE" --decoder "$RUNS/decoder" --out "$RUNS/model_no_adapt"
+"$AG" model pack --engine "$ENGINE" --decoder "$RUNS/adapt" --out "$RUNS/model"  # CFG 3, the decoder's own
+"$AG" model pack --engine "$ENGINE" --decoder "$RUNS/decoder_lm" --out "$RUNS/model_no_adapt"
 "$AG" eval --sessions 12 --model "$RUNS/model" --evaluator "$RUNS/evaluator_pack" --out "$RUNS/eval" \
     --window-ablation 1 --ablation "without adaptation=$RUNS/model_no_adapt" --threads 2
-"$AG" eval-decoder --decoder "$RUNS/decoder" --data "$DATA/big" --evaluator "$RUNS/evaluator_pack" --n 64 \
+"$AG" eval-decoder --decoder "$RUNS/decoder_lm" --data "$DATA/big" --evaluator "$RUNS/evaluator_pack" --n 64 \
     --sheet "$RUNS/decoder_eval.png" --out "$RUNS/decoder_eval.json"
 "$AG" bench --model "$RUNS/model" --threads 2 --out "$RUNS/bench.json"
 echo "done: model in $RUNS/model (copy it to animegamer/weights/default to ship it), table in $RUNS/eval/eval.md"

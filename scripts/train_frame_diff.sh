@@ -18,7 +18,7 @@
 # Every step resumes if interrupted (rerun). About 90 minutes on the 2-core CPU at 1200 steps.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-RUNS="${1:-$ROOT/runs}"
+RUNS="$(mkdir -p "${1:-$ROOT/runs}" && cd "${1:-$ROOT/runs}" && pwd)"  # absolute: symlinks resolve from their own dir
 STEPS="${2:-1200}"
 DATA="$RUNS/data/big"
 AG="$ROOT/bin/animegamer"

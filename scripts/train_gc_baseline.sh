@@ -19,7 +19,7 @@
 # the engine, which overlap (the engine starts once the decoder's first 300 steps are done).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-RUNS="${1:-$ROOT/runs}"
+RUNS="$(mkdir -p "${1:-$ROOT/runs}" && cd "${1:-$ROOT/runs}" && pwd)"  # absolute: symlinks resolve from their own dir
 DATA="$RUNS/data/big"
 AG="$ROOT/bin/animegamer"
 GC="$RUNS/gc"

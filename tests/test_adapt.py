@@ -170,6 +170,9 @@ def test_eval_decoder_grades_true_s_a(runs, tmp_path):
     with pytest.raises(SystemExit, match="standard deviations >= 0"):
         bad.func(bad)
     assert r["shots"] == 2 and r["steps"] == 1 and r["guidance"] == 1.5 and sum(r["decoded_level_counts"]) == 2
+    # true x measured: every shot once, its columns are the measured counts, its diagonal the accuracy
+    assert [sum(col) for col in zip(*r["level_confusion"])] == r["decoded_level_counts"]
+    assert sum(r["level_confusion"][i][i] for i in range(5)) / 2 == pytest.approx(r["acc_f"])
     for k in ("clip_i", "character", "place", "acc_f", "acc_f_wrong_level", "ssim"):
         assert r[k] is not None and -1 <= r[k] <= 1
     assert r["psnr"] > 0 and r["ms_ssim"] is None  # the tiny world's 48-px frames are below MS-SSIM's minimum
@@ -253,3 +256,22 @@ def test_gc_baseline_caption_condition(runs, tmp_path):
     assert torch.allclose(vis, vis[:1].expand_as(vis))
     text = torch.stack([t["s_a"][:12] for t in turns])
     assert not torch.allclose(text, text[:1].expand_as(text))  # captions differ turn to turn
+
+
+def test_adapt_refuses_engine_sessions_of_another_world(tmp_path):
+    """Shots pair with predictions by file name, which every world reuses: a world mismatch must stop."""
+    from types import SimpleNamespace
+
+    from animegamer.phases.adapt import check_same_world
+
+    world, sessions = tmp_path / "world", tmp_path / "sessions"
+    world.mkdir(), sessions.mkdir()
+    (world / "meta.json").write_text(json.dumps({"seed": 1000}))
+    cache = SimpleNamespace(meta={"data_seed": 1000})
+    (sessions / "engine_meta.json").write_text(json.dumps({"build": {"world_seed": 1000}}))
+    check_same_world(sessions, cache, world)  # one world: fine
+    (sessions / "engine_meta.json").write_text(json.dumps({"build": {"world_seed": 5000}}))
+    with pytest.raises(SystemExit, match="engine sessions 5000"):
+        check_same_world(sessions, cache, world)
+    with pytest.raises(SystemExit, match="decoder cache 3000"):
+        check_same_world(tmp_path / "synthetic", SimpleNamespace(meta={"data_seed": 3000}), world)

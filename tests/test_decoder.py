@@ -208,6 +208,39 @@ def test_shared_noise_decoder_trains_samples_and_round_trips(tmp_path):
     assert not np.array_equal(a, loaded(s_a, 2, torch.Generator().manual_seed(0)))
 
 
+def test_level_matched_noise_follows_each_samples_level_and_round_trips(tmp_path):
+    shape = (400, 3, 8, 2, 2)
+    cfg = DiffusionConfig(shared_noise=0.5, shared_noise_by_level=[0.95, 0.9, 0.6, 0.3, 0.0], noise_frame_groups=4)
+    levels = torch.tensor([1, 5] * 200)
+    x = draw_noise(shape, cfg, torch.Generator().manual_seed(2), motion_level=levels).reshape(400, 12, 2, 2, 2)
+    for level, rho in ((1, 0.95), (5, 0.0)):  # frame-to-frame correlation = that level's shared fraction
+        rows = x[levels == level]
+        corr = torch.corrcoef(torch.stack([rows[:, 2].flatten(), rows[:, 7].flatten()]))[0, 1]
+        assert corr.item() == pytest.approx(rho, abs=0.08) and rows.var().item() == pytest.approx(1.0, abs=0.1)
+    # no level (or a decoder without it): the scalar shared_noise, exactly as before
+    assert torch.equal(draw_noise(shape, cfg, torch.Generator().manual_seed(2)),
+                       draw_noise(shape, DiffusionConfig(shared_noise=0.5, noise_frame_groups=4),
+                                  torch.Generator().manual_seed(2)))
+    with pytest.raises(ValueError, match="shared_noise_by_level"):
+        DiffusionConfig(shared_noise_by_level=[0.9, 0.5])
+    with pytest.raises(ValueError, match="1..5"):
+        draw_noise(shape, cfg, motion_level=torch.tensor([0] * 400))
+    torch.manual_seed(0)
+    ae = ShotAutoencoder(autoencoder_config("tiny")).eval()
+    dec = ShotDecoder(tiny_net(), ae, DiffusionConfig(steps=2, guidance=1.0, noise_frame_groups=4,
+                                                      shared_noise_by_level=[0.99, 0.9, 0.5, 0.2, 0.0]))
+    loss, _ = Denoiser(dec.net, dec.diffusion).train()(tiny_batch(dec.config))
+    assert torch.isfinite(loss)
+    dec.save_pretrained(tmp_path / "dec")
+    loaded = ShotDecoder.from_pretrained(tmp_path / "dec")
+    assert loaded.diffusion.shared_noise_by_level == [0.99, 0.9, 0.5, 0.2, 0.0]
+    s_a = torch.randn(7, 16)
+    a = loaded(s_a, 1, torch.Generator().manual_seed(0))
+    assert np.array_equal(a, dec(s_a, 1, torch.Generator().manual_seed(0)))
+    loaded.diffusion.shared_noise_by_level = None  # the sampler really draws the level-1 prior
+    assert not np.array_equal(a, loaded(s_a, 1, torch.Generator().manual_seed(0)))
+
+
 def test_dynamic_cfg_ramps_to_guidance():
     assert guidance_at(0, 6, 5.0, True) == pytest.approx(1.0)
     assert guidance_at(5, 6, 5.0, True) == pytest.approx(5.0)

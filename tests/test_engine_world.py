@@ -198,10 +198,13 @@ def test_train_engine_on_world_end_to_end(world, phase_a, tmp_path):
     args2 = parser.parse_args(["--preset", "tiny", "--data", str(world.root), "--decoder", str(phase_a["decoder"]),
                                "--out", str(out2), "--steps", "1", "--batch-size", "2", "--no-progress",
                                "--encode-batch", "8", "--init", str(out), "--lr", "1e-12", "--ema-decay", "0",
-                               "--no-closed-loop", "--eval-windows", "1"])
+                               "--no-closed-loop", "--eval-windows", "1", "--alpha-mse", "0.25"])
     assert phase.run(args2) == 0
     before, after = load_safetensors(out / "final" / "engine.safetensors"), load_safetensors(
         out2 / "final" / "engine.safetensors")
     assert set(before) == set(after) and all(torch.allclose(before[k], after[k], atol=1e-6) for k in before)
     assert torch.equal(before["rep_mean"], after["rep_mean"]) and torch.equal(before["rep_std"], after["rep_std"])
-    assert json.loads((out2 / "engine_config.json").read_text())["init"] == str(out)
+    run2 = json.loads((out2 / "engine_config.json").read_text())
+    assert run2["init"] == str(out)
+    # the architecture comes from the init engine; the loss weighting from the command line
+    assert run2["engine"]["alpha_mse"] == 0.25 and run2["engine"]["rep_tokens"] == e.cfg.rep_tokens

@@ -54,6 +54,7 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
                                                     "latent_rms", "latent_frame_sigma")}
     kept: list[tuple[dict[str, Any], np.ndarray]] = []
     decoded_levels = [0] * 5  # how often each level is measured on the decoded pixels (all 1 = nothing moves)
+    confusion = [[0] * 5 for _ in range(5)]  # [true level - 1][level measured on the decoded pixels - 1]
     motion = {lv: {"decoded": [], "true": []} for lv in range(1, 6)}  # latent motion per requested level
     for i in tqdm(range(n), desc="decode true s_a", disable=not progress, dynamic_ncols=True):
         item = cache[i]
@@ -76,6 +77,7 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
             motion[level]["true"].append(latent_motion(decoder, item["latents"]))
         measured = motion_level_from_pixels(gen, quant)[0]
         decoded_levels[measured - 1] += 1
+        confusion[level - 1][measured - 1] += 1
         out["acc_f"].append(float(measured == level))
         out["acc_f_wrong_level"].append(float(motion_level_from_pixels(wrong, quant)[0] == level))
         true = frames_of(row)
@@ -95,7 +97,7 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
                     out[p.attribute].append(float(evaluator.answer(shot, p) == p.answer))
     return {"shots": n, "steps": steps or decoder.diffusion.steps,
             "guidance": guidance if guidance is not None else decoder.diffusion.guidance,
-            "decoded_level_counts": decoded_levels, **{k: (float(np.mean(v)) if v else None) for k, v in out.items()},
+            "decoded_level_counts": decoded_levels, "level_confusion": confusion, **{k: (float(np.mean(v)) if v else None) for k, v in out.items()},
             "latent_motion_by_level": {str(lv): {k: (float(np.mean(v)) if v else None) for k, v in m.items()}
                                        | {"decodes": len(m["decoded"])} for lv, m in motion.items()},
             **({"_shots": kept} if keep else {})}

@@ -48,6 +48,11 @@ class DiffusionConfig:
     # by every frame of a shot, the rest independent per frame, in training and sampling alike. The
     # motion level is measured by optical flow, which reads independent per-frame errors as motion.
     shared_noise: float = 0.0
+    # Level-matched noise prior: the shared fraction per motion level 1..5 (5 values, replacing
+    # shared_noise for samples whose level is known). Calm shots' frames are nearly the same picture
+    # and wild shots' are not, so the prior's frame correlation follows the level the shot is drawn
+    # for, in training and sampling alike. None = shared_noise for every level.
+    shared_noise_by_level: list[float] | None = None
     # how many video frames each latent frame packs in its channels (the kl2d autoencoder's temporal
     # ratio; 1 for an autoencoder that compresses time itself): the shared draw is per video frame
     noise_frame_groups: int = 1
@@ -71,6 +76,11 @@ class DiffusionConfig:
             raise ValueError(f"DiffusionConfig.guidance must be >= 0, got {self.guidance}")
         if not 0.0 <= self.shared_noise < 1.0:
             raise ValueError(f"DiffusionConfig.shared_noise must be in [0, 1), got {self.shared_noise}")
+        if self.shared_noise_by_level is not None:
+            self.shared_noise_by_level = [float(r) for r in self.shared_noise_by_level]
+            if len(self.shared_noise_by_level) != 5 or not all(0.0 <= r < 1.0 for r in self.shared_noise_by_level):
+                raise ValueError("DiffusionConfig.shared_noise_by_level must be 5 values in [0, 1) (levels 1..5), "
+                                 f"got {self.shared_noise_by_level}")
         if self.frame_diff_loss < 0:
             raise ValueError(f"DiffusionConfig.frame_diff_loss must be >= 0, got {self.frame_diff_loss}")
         if self.noise_frame_groups < 1:
@@ -129,21 +139,32 @@ def collate_decoder(items: list[dict[str, torch.Tensor]]) -> DecoderBatch:
 
 
 def draw_noise(shape: tuple[int, ...], config: DiffusionConfig, generator: torch.Generator | None = None,
-               device: torch.device | str = "cpu") -> torch.Tensor:
-    """Unit-variance Gaussian noise for latents (B, F, C', h, w) under ``config.shared_noise``.
+               device: torch.device | str = "cpu", motion_level: torch.Tensor | None = None) -> torch.Tensor:
+    """Unit-variance Gaussian noise for latents (B, F, C', h, w) under ``config.shared_noise``, or
+    ``config.shared_noise_by_level`` when it is set and ``motion_level`` (B,) in 1..5 is given.
 
     Drawn on the CPU (from ``generator`` when given) so a seed gives the same shot on every device.
     With shared_noise = 0 this is exactly ``torch.randn(shape, generator=generator)``.
     """
     x = torch.randn(shape, generator=generator, dtype=torch.float32)  # (B, F, C', h, w)
+    b, f, c, h, w = shape
+    by_level = config.shared_noise_by_level is not None and motion_level is not None
     rho = config.shared_noise
-    if rho > 0:
-        b, f, c, h, w = shape
+    if by_level:
+        levels = torch.as_tensor(motion_level).reshape(-1).expand(b).long().cpu()  # (B,)
+        if bool(((levels < 1) | (levels > 5)).any()):
+            raise ValueError(f"motion levels must be in 1..5, got {levels.tolist()}")
+        rho_b = torch.tensor(config.shared_noise_by_level, dtype=torch.float32)[levels - 1]  # (B,)
+    if by_level or rho > 0:
         g = config.noise_frame_groups
         if c % g:
             raise ValueError(f"latent channels {c} not divisible by noise_frame_groups {g}")
-        shared = torch.randn((b, 1, c // g, h, w), generator=generator, dtype=torch.float32)
-        x = math.sqrt(1 - rho) * x + math.sqrt(rho) * shared.repeat(1, f, g, 1, 1)  # (B, F, C', h, w)
+        shared = torch.randn((b, 1, c // g, h, w), generator=generator, dtype=torch.float32).repeat(1, f, g, 1, 1)
+        if by_level:
+            r = rho_b.reshape(b, 1, 1, 1, 1)
+            x = (1 - r).sqrt() * x + r.sqrt() * shared  # (B, F, C', h, w)
+        else:
+            x = math.sqrt(1 - rho) * x + math.sqrt(rho) * shared  # (B, F, C', h, w)
     return x.to(device)
 
 
@@ -198,7 +219,9 @@ class Denoiser(nn.Module):
         if timesteps is None:
             timesteps = torch.randint(0, self.config.num_train_timesteps, (b,), device=x0.device)  # (B,)
         if noise is None:
-            noise = draw_noise(tuple(x0.shape), self.config, device=x0.device)  # (B, F, C', h, w)
+            # the level-matched prior only where the level conditions the net (not in the w/o-level ablation)
+            level = batch.motion_level if self.net.config.use_motion_level else None
+            noise = draw_noise(tuple(x0.shape), self.config, device=x0.device, motion_level=level)  # (B, F, C', h, w)
         acp = self.noise_schedule.alphas_cumprod.to(x0.device)[timesteps]  # (B,)
         a = acp.reshape(b, 1, 1, 1, 1)
         x_t = a.sqrt() * x0 + (1 - a).sqrt() * noise  # (B, F, C', h, w)
@@ -265,11 +288,12 @@ def sample(
     b = s_a.shape[0]
     sched = make_scheduler(config, sampler)
     sched.set_timesteps(steps)
-    x = draw_noise((b, *net.config.latent_shape), config, generator)
-    x = (x * sched.init_noise_sigma).to(device)  # (B, F, C', h, w)
-    use_cfg = guidance > 1.0 or dynamic_cfg
     if motion_level is not None:
         motion_level = torch.as_tensor(motion_level, device=device).reshape(-1).expand(b)  # (B,)
+    x = draw_noise((b, *net.config.latent_shape), config, generator,
+                   motion_level=motion_level if net.config.use_motion_level else None)
+    x = (x * sched.init_noise_sigma).to(device)  # (B, F, C', h, w)
+    use_cfg = guidance > 1.0 or dynamic_cfg
     cond = s_a
     # The motion level enters BOTH branches (it is part of the timestep embedding, not of s_a):
     # guidance extrapolates s_a only, the null branch is E_a(zeros) as in the paper.

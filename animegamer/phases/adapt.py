@@ -65,6 +65,23 @@ def find_cache_dir(decoder_run: Path, split: str) -> Path:
                             f"run writes it; pass --cache DIR if it lives elsewhere)")
 
 
+def check_same_world(sessions_dir: Path, cache, world_dir: str | Path) -> None:
+    """Shots are paired with predictions by file name ("000012_3"), which every world reuses: engine
+    sessions, decoder cache and --data must come from one world (the same seed), or the decoder
+    would learn one world's predictions against another's shots."""
+    from animegamer.training.checkpoint import load_json
+
+    seeds = {"--data": load_json(Path(world_dir) / "meta.json").get("seed"), "decoder cache": cache.meta.get("data_seed")}
+    meta = Path(sessions_dir) / "engine_meta.json"
+    if meta.is_file():
+        seeds["engine sessions"] = (load_json(meta).get("build") or {}).get("world_seed")
+    known = {k: v for k, v in seeds.items() if v is not None}
+    if len(set(known.values())) > 1:
+        raise SystemExit("train adapt: the engine sessions, the decoder cache and --data must come from the same world, "
+                         "got world seeds " + ", ".join(f"{k} {v}" for k, v in known.items())
+                         + f" (sessions: {sessions_dir}; pass --sessions with the engine sessions of --data's world)")
+
+
 def shot_rows(cache, world_dir: str | Path) -> dict[str, int]:
     """shot file name -> row of the decoder cache (cache rows carry ShotDataset indices of their split)."""
     from animegamer.world.dataset import ShotDataset
@@ -196,6 +213,7 @@ def run(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"{sessions_dir}: no engine sessions (pass --sessions DIR, the engine-sessions directory "
                                 f"`train engine` built from the world data)")
     train_cache = CachedShots(args.cache or find_cache_dir(decoder_run, "train"))
+    check_same_world(sessions_dir, train_cache, args.data)
     rows = shot_rows(train_cache, args.data)
 
     # 1. predicted s_a of every training turn (engine frozen)

@@ -112,6 +112,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="> 0: s_a's visual tokens ALSO enter as a spatial map of this many channels beside the "
                              "noisy latent (CogVideoX-I2V style; models/decoder.py). 0 = off. Default: the preset's. "
                              "--init may then name a decoder without it (its new input channels start at zero)")
+    parser.add_argument("--shared-noise-by-level", default=None, metavar="R1,R2,R3,R4,R5",
+                        help="level-matched noise prior: the shared fraction for motion levels 1..5, replacing "
+                             "--shared-noise where the level is known (e.g. 0.995,0.99,0.95,0.8,0.3)")
     parser.add_argument("--shared-noise", type=float, default=None,
                         help="fraction of the diffusion noise's variance drawn once per shot and shared by all its "
                              "frames, in training and sampling (PYoCo's mixed noise prior; models/diffusion.py). "
@@ -372,6 +375,23 @@ def write_samples(decoder, val_cache: CachedShots, val_shots, out_dir: Path, n: 
     return paths
 
 
+def _shared_noise_by_level(args: argparse.Namespace) -> list[float] | None:
+    """--shared-noise-by-level parsed and checked before any data is encoded."""
+    if args.shared_noise_by_level is None:
+        return None
+    try:
+        by_level = [float(x) for x in args.shared_noise_by_level.split(",")]
+    except ValueError:
+        raise SystemExit(f"train decoder: --shared-noise-by-level takes 5 comma-separated numbers, got "
+                         f"{args.shared_noise_by_level!r}") from None
+    if len(by_level) != 5 or not all(0.0 <= r < 1.0 for r in by_level):
+        raise SystemExit(f"train decoder: --shared-noise-by-level takes 5 values in [0, 1) for levels 1..5, "
+                         f"got {args.shared_noise_by_level!r}")
+    if args.no_motion_level:
+        raise SystemExit("train decoder: --shared-noise-by-level needs the motion level (drop --no-motion-level)")
+    return by_level
+
+
 def run(args: argparse.Namespace) -> int:
     import dataclasses
 
@@ -392,6 +412,7 @@ def run(args: argparse.Namespace) -> int:
 
     preset = PRESETS[args.preset]
     cfg = train_config_from_args(preset["train"], args)
+    by_level = _shared_noise_by_level(args)
     out = Path(args.out)
     progress = not args.no_progress
     vae_dir = resolve_component(args.vae, AE_CONFIG, "autoencoder")
@@ -463,9 +484,12 @@ def run(args: argparse.Namespace) -> int:
     # the kl2d autoencoder packs `temporal_ratio` frames per latent frame in its channels (pack_time)
     groups = ae.temporal_ratio if ae.cfg.kind == "kl2d" else 1
     frame_diff = preset.get("frame_diff_loss", 0.0) if args.frame_diff_loss is None else args.frame_diff_loss
-    diff = DiffusionConfig(latent_shift=mean, latent_scale=1.0 / max(std, 1e-6), shared_noise=shared_noise,
-                           noise_frame_groups=groups, frame_diff_loss=frame_diff,
-                           autocast=args.sample_autocast == "on", **sample_kw)
+    try:
+        diff = DiffusionConfig(latent_shift=mean, latent_scale=1.0 / max(std, 1e-6), shared_noise=shared_noise,
+                               shared_noise_by_level=by_level, noise_frame_groups=groups, frame_diff_loss=frame_diff,
+                               autocast=args.sample_autocast == "on", **sample_kw)
+    except ValueError as e:
+        raise SystemExit(f"train decoder: {e}") from None
     torch.manual_seed(cfg.seed)  # the init must be reproducible: resume reloads only trainable tensors
     denoiser = Denoiser(DecoderNet(dcfg), diff)
     if args.init:  # before any resume: a resumed run reloads only its trainable tensors on top of this

@@ -78,7 +78,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-turns", type=int, default=5, help="longest training sample (history + target)")
     parser.add_argument("--window", type=int, default=None, help="play-time history window (turns)")
     parser.add_argument("--lora-rank", type=int, default=None)
-    parser.add_argument("--alpha-mse", type=float, default=None)
+    parser.add_argument("--alpha-mse", type=float, default=None,
+                        help="loss = CE + ALPHA_MSE * MSE (default 1; also with --init). Lower weighs the motion "
+                             "level and state tokens more against the s_a regression")
     parser.add_argument("--rep-tokens", type=int, default=None, help="N (synthetic only; data dirs carry it)")
     parser.add_argument("--rep-dim", type=int, default=None, help="D (synthetic only; data dirs carry it)")
     parser.add_argument("--llm-path", type=str, default=None, help="local LLM checkpoint for --preset paper")
@@ -174,7 +176,9 @@ def run(args: argparse.Namespace) -> int:
         if (init_cfg.rep_tokens, init_cfg.rep_dim) != (cfg.rep_tokens, cfg.rep_dim):
             raise SystemExit(f"train engine: --init {args.init} predicts {init_cfg.rep_tokens} x {init_cfg.rep_dim} "
                              f"s_a, the data has {cfg.rep_tokens} x {cfg.rep_dim}")
-        cfg = EngineConfig.from_dict({**init_cfg.to_dict(), **({"window": args.window} if args.window else {})})
+        # the init engine fixes the architecture; the play window and the loss weighting may change
+        keep = {k: v for k, v in (("window", args.window), ("alpha_mse", args.alpha_mse)) if v is not None}
+        cfg = EngineConfig.from_dict({**init_cfg.to_dict(), **keep})
         init_weights = load_safetensors(init_dir / ENGINE_WEIGHTS)
         print(f"[engine] initialised from {init_dir}")
 
