@@ -237,6 +237,8 @@ def test_level_matched_noise_follows_each_samples_level_and_round_trips(tmp_path
     s_a = torch.randn(7, 16)
     a = loaded(s_a, 1, torch.Generator().manual_seed(0))
     assert np.array_equal(a, dec(s_a, 1, torch.Generator().manual_seed(0)))
+    with pytest.raises(ValueError, match="pass a motion level"):
+        sample(loaded.net, s_a[None], None, torch.Generator().manual_seed(0), loaded.diffusion)
     loaded.diffusion.shared_noise_by_level = None  # the sampler really draws the level-1 prior
     assert not np.array_equal(a, loaded(s_a, 1, torch.Generator().manual_seed(0)))
 

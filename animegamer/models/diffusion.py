@@ -290,6 +290,9 @@ def sample(
     sched.set_timesteps(steps)
     if motion_level is not None:
         motion_level = torch.as_tensor(motion_level, device=device).reshape(-1).expand(b)  # (B,)
+    elif config.shared_noise_by_level is not None and net.config.use_motion_level:
+        # its noise prior is per level: without one the shot would come from a prior it never saw
+        raise ValueError("this decoder draws its noise per motion level (shared_noise_by_level): pass a motion level")
     x = draw_noise((b, *net.config.latent_shape), config, generator,
                    motion_level=motion_level if net.config.use_motion_level else None)
     x = (x * sched.init_noise_sigma).to(device)  # (B, F, C', h, w)
