@@ -229,8 +229,13 @@ def test_level_matched_noise_follows_each_samples_level_and_round_trips(tmp_path
     ae = ShotAutoencoder(autoencoder_config("tiny")).eval()
     dec = ShotDecoder(tiny_net(), ae, DiffusionConfig(steps=2, guidance=1.0, noise_frame_groups=4,
                                                       shared_noise_by_level=[0.99, 0.9, 0.5, 0.2, 0.0]))
-    loss, _ = Denoiser(dec.net, dec.diffusion).train()(tiny_batch(dec.config))
+    den = Denoiser(dec.net, dec.diffusion).train()
+    loss, _ = den(tiny_batch(dec.config))
     assert torch.isfinite(loss)
+    batch = tiny_batch(dec.config)  # training and held-out losses draw the same level-matched noise
+    assert torch.equal(den.noise_for(batch, torch.Generator().manual_seed(3)),
+                       draw_noise(tuple(batch.latents.shape), dec.diffusion, torch.Generator().manual_seed(3),
+                                  motion_level=batch.motion_level))
     dec.save_pretrained(tmp_path / "dec")
     loaded = ShotDecoder.from_pretrained(tmp_path / "dec")
     assert loaded.diffusion.shared_noise_by_level == [0.99, 0.9, 0.5, 0.2, 0.0]

@@ -97,7 +97,8 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
                     out[p.attribute].append(float(evaluator.answer(shot, p) == p.answer))
     return {"shots": n, "steps": steps or decoder.diffusion.steps,
             "guidance": guidance if guidance is not None else decoder.diffusion.guidance,
-            "decoded_level_counts": decoded_levels, "level_confusion": confusion, **{k: (float(np.mean(v)) if v else None) for k, v in out.items()},
+            "decoded_level_counts": decoded_levels, "level_confusion": confusion,
+            **{k: (float(np.mean(v)) if v else None) for k, v in out.items()},
             "latent_motion_by_level": {str(lv): {k: (float(np.mean(v)) if v else None) for k, v in m.items()}
                                        | {"decodes": len(m["decoded"])} for lv, m in motion.items()},
             **({"_shots": kept} if keep else {})}

@@ -211,6 +211,13 @@ class Denoiser(nn.Module):
             s_a = torch.where(drop[:, None, None], ea.null(len(batch)), s_a)  # (B, N, D)
         return s_a, drop
 
+    def noise_for(self, batch: DecoderBatch, generator: torch.Generator | None = None) -> torch.Tensor:
+        """The noise this decoder trains on for ``batch`` (B, F, C', h, w): its own prior, level-matched
+        where the level conditions the net (not in the w/o-level ablation). Held-out losses use it too."""
+        level = batch.motion_level if self.net.config.use_motion_level else None
+        return draw_noise(tuple(batch.latents.shape), self.config, generator, device=batch.latents.device,
+                          motion_level=level)
+
     def forward(
         self, batch: DecoderBatch, timesteps: torch.Tensor | None = None, noise: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, dict[str, float]]:
@@ -219,9 +226,7 @@ class Denoiser(nn.Module):
         if timesteps is None:
             timesteps = torch.randint(0, self.config.num_train_timesteps, (b,), device=x0.device)  # (B,)
         if noise is None:
-            # the level-matched prior only where the level conditions the net (not in the w/o-level ablation)
-            level = batch.motion_level if self.net.config.use_motion_level else None
-            noise = draw_noise(tuple(x0.shape), self.config, device=x0.device, motion_level=level)  # (B, F, C', h, w)
+            noise = self.noise_for(batch)  # (B, F, C', h, w)
         acp = self.noise_schedule.alphas_cumprod.to(x0.device)[timesteps]  # (B,)
         a = acp.reshape(b, 1, 1, 1, 1)
         x_t = a.sqrt() * x0 + (1 - a).sqrt() * noise  # (B, F, C', h, w)

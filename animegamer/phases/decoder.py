@@ -343,7 +343,7 @@ def _eval_loss(denoiser, dataset, n: int, seed: int) -> dict[str, float]:
     for s in range(0, n, 8):
         b = collate_decoder([dataset[i] for i in range(s, min(n, s + 8))])
         t = torch.randint(0, denoiser.config.num_train_timesteps, (len(b),), generator=g)
-        noise = torch.randn(b.latents.shape, generator=g)
+        noise = denoiser.noise_for(b, g)  # iid noise (exactly torch.randn) unless the decoder has a shared prior
         # the plain v-loss, comparable across decoders whatever extra loss terms they trained with
         cond.append(denoiser(b, timesteps=t, noise=noise)[1]["v_loss"])
         z = type(b)(b.latents, torch.zeros_like(b.f_md), torch.zeros_like(b.f_v), b.motion_level)
@@ -377,6 +377,8 @@ def write_samples(decoder, val_cache: CachedShots, val_shots, out_dir: Path, n: 
 
 def _shared_noise_by_level(args: argparse.Namespace) -> list[float] | None:
     """--shared-noise-by-level parsed and checked before any data is encoded."""
+    from animegamer.models.diffusion import DiffusionConfig
+
     if args.shared_noise_by_level is None:
         return None
     try:
@@ -384,9 +386,10 @@ def _shared_noise_by_level(args: argparse.Namespace) -> list[float] | None:
     except ValueError:
         raise SystemExit(f"train decoder: --shared-noise-by-level takes 5 comma-separated numbers, got "
                          f"{args.shared_noise_by_level!r}") from None
-    if len(by_level) != 5 or not all(0.0 <= r < 1.0 for r in by_level):
-        raise SystemExit(f"train decoder: --shared-noise-by-level takes 5 values in [0, 1) for levels 1..5, "
-                         f"got {args.shared_noise_by_level!r}")
+    try:  # DiffusionConfig's own check, before minutes of encoding rather than after
+        DiffusionConfig(shared_noise_by_level=by_level)
+    except ValueError as e:
+        raise SystemExit(f"train decoder: {e}") from None
     if args.no_motion_level:
         raise SystemExit("train decoder: --shared-noise-by-level needs the motion level (drop --no-motion-level)")
     return by_level
