@@ -12,20 +12,16 @@ from __future__ import annotations
 
 import json
 import sys
-from collections import Counter, defaultdict
+from collections import defaultdict
 from pathlib import Path
 
 from animegamer.world.dataset import WorldDataset
-from animegamer.world.level_ceiling import level_key
+from animegamer.world.level_ceiling import LevelTable
 
 
 def main(report_path: str, sessions_dir: str, world_dir: str) -> int:
     world = WorldDataset(world_dir)
-    full: dict[tuple, Counter] = defaultdict(Counter)
-    coarse: dict[tuple, Counter] = defaultdict(Counter)
-    for r in world.split_rows("train"):
-        full[level_key(r)][r["motion_level"]] += 1
-        coarse[level_key(r)[:2]][r["motion_level"]] += 1
+    lookup = LevelTable(world.split_rows("train"))
     report = json.loads(Path(report_path).read_text())["teacher_forced"]
     if "levels_per_turn" not in report:
         raise SystemExit(f"{report_path}: no levels_per_turn (written by an older engine evaluation); evaluate again")
@@ -35,8 +31,7 @@ def main(report_path: str, sessions_dir: str, world_dir: str) -> int:
     groups: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # turns, engine right, table right
     for si, turn, true, pred in report["levels_per_turn"]:
         r = rows[(int(ids[si]), turn)]
-        k = level_key(r)
-        table = (full.get(k) or coarse.get(k[:2])).most_common(1)[0][0]
+        table = lookup.predict(r)
         for g in ("all", f"tired {r['states_before']['stamina'] < 30}", f"cast {len(r['characters'])}",
                   f"adverb {r['adverb'] or '(none)'}", f"verb {r['motion']}", f"template {r['template_id']}"):
             s = groups[g]

@@ -183,6 +183,15 @@ def test_train_engine_on_world_end_to_end(world, phase_a, tmp_path):
     assert set(h["per_window"]) == {"0", "1", "5"} and set(h["gain"]) == {"window_5_vs_0", "window_5_vs_1"}
     assert h["gain"]["window_5_vs_0"]["cos_visual_z"]["n"] == 2  # the two held-out turns with history
     assert "cos_visual_z" in h["copy_previous"] and set(report["targets"]) == {"acc_motion_level", "mae_deltas"}
+    # the level beside the world's lookup table, on the same held-out turns
+    from animegamer.world.level_ceiling import LevelTable
+    ref = report["level_reference"]
+    table = LevelTable(world.split_rows("train"))
+    held_rows = world.split_rows("val") + world.split_rows("test")
+    assert ref["turns"] == 4 and ref["engine"]["mean"] == pytest.approx(tf["acc_motion_level"])
+    assert ref["table"]["mean"] == pytest.approx(sum(table.predict(r) == r["motion_level"] for r in held_rows) / 4)
+    assert ref["engine_minus_table"]["mean"] == pytest.approx(ref["engine"]["mean"] - ref["table"]["mean"])
+    assert list(ref["per_world"].values())[0]["turns"] == 4
     e = load_engine(out / "final")
     assert e.cfg.rep_norm and e.cfg.rep_tokens == N_TEXT + N_VISUAL and e.cfg.rep_dim == WIDTH
     torch.testing.assert_close(e.rep_mean, load_rep_stats(out / "sessions" / "train")[0])
@@ -208,3 +217,20 @@ def test_train_engine_on_world_end_to_end(world, phase_a, tmp_path):
     assert run2["init"] == str(out)
     # the architecture comes from the init engine; the loss weighting from the command line
     assert run2["engine"]["alpha_mse"] == 0.25 and run2["engine"]["rep_tokens"] == e.cfg.rep_tokens
+
+
+def test_level_reference_skips_what_it_cannot_grade(world, tmp_path):
+    from animegamer.engine.evaluate import level_reference
+
+    test = [r for r in world.split_rows("test")][:1]
+    train = world.split_rows("train")[:1]
+    as_session = lambda rows: [{"session": r["session"], "turn": r["turn"]} for r in rows]  # noqa: E731
+    ok = level_reference([as_session(test)], [str(world.root)], [[0, 0, test[0]["motion_level"], 3]])
+    assert ok["turns"] == 1 and ok["engine"]["mean"] == float(test[0]["motion_level"] == 3)
+    assert "skipped" in level_reference([as_session(test)], [None], [[0, 0, 1, 1]])
+    # a training turn, a wrong level, a world not on disk: skipped with the reason, never a number
+    assert "held-out" in level_reference([as_session(train)], [str(world.root)],
+                                         [[0, 0, train[0]["motion_level"], 1]])["skipped"]
+    wrong = test[0]["motion_level"] % 5 + 1
+    assert "held-out" in level_reference([as_session(test)], [str(world.root)], [[0, 0, wrong, 1]])["skipped"]
+    assert "not readable" in level_reference([as_session(test)], [str(tmp_path / "gone")], [[0, 0, 1, 1]])["skipped"]

@@ -123,14 +123,19 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _mean_se(values: list[float]) -> dict[str, float]:
+    """Mean and standard error of the mean (nan for no values)."""
+    if not values:
+        return {"mean": float("nan"), "se": float("nan"), "n": 0}
+    m = sum(values) / len(values)
+    var = sum((v - m) ** 2 for v in values) / max(len(values) - 1, 1)
+    return {"mean": m, "se": math.sqrt(var / len(values)), "n": len(values)}
+
+
 def _paired_gain(a: list[dict[str, Any]], b: list[dict[str, Any]], key: str) -> dict[str, float]:
     """mean and standard error of a[key] - b[key] over turns with history (turn >= 1), paired."""
     d = [float(x[key]) - float(y[key]) for x, y in zip(a, b) if x["turn"] >= 1]
-    if not d:
-        return {"mean": float("nan"), "se": float("nan"), "n": 0}
-    m = sum(d) / len(d)
-    var = sum((v - m) ** 2 for v in d) / max(len(d) - 1, 1)
-    return {"mean": m, "se": math.sqrt(var / len(d)), "n": len(d)}
+    return _mean_se(d)
 
 
 def copy_previous_baseline(engine, sessions: list, n_text: int = 0) -> dict[str, Any]:
@@ -185,6 +190,46 @@ def evaluate_engine(engine, sessions: list, windows: tuple[int, ...] | None = No
                                 "met": bool(main[name] >= v if op == ">=" else main[name] <= v)}
                          for name, (op, v) in TARGETS.items()}
     return report
+
+
+def level_reference(sessions: list, worlds: list[str | None], levels_per_turn: list[list[int]]) -> dict[str, Any]:
+    """The motion level beside the world's lookup table (``world.level_ceiling``), on the same turns.
+
+    The level is quantised flow of the rendered pixels, so it also depends on what no instruction
+    says (camera, pose, timing): the table, fit on each world's training split, is what a
+    predictor that knows everything the engine is told reaches, and bounds what the engine can.
+    ``worlds[i]``: the world dataset session i was built from (its engine-sessions build meta).
+    Returns {"skipped": reason} when a world is not on disk or its rows do not match."""
+    from animegamer.world.dataset import WorldDataset
+    from animegamer.world.level_ceiling import LevelTable
+
+    tables: dict[str, tuple[LevelTable, dict[tuple[int, int], dict[str, Any]]]] = {}
+    for w in sorted({w for w in worlds if w is not None}):
+        try:
+            world = WorldDataset(w)
+        except (OSError, ValueError) as e:
+            return {"skipped": f"world {w} not readable here: {e}"}
+        tables[w] = (LevelTable(world.split_rows("train")), {(int(r["session"]), int(r["turn"])): r for r in world.rows})
+    if None in worlds:
+        return {"skipped": "some sessions do not name the world dataset they were built from"}
+    engine_ok, table_ok, per_world = [], [], {}
+    for si, t, true, pred in levels_per_turn:
+        w, d = worlds[si], sessions[si][t]
+        table, rows = tables[w]
+        row = rows.get((int(d.get("session", -1)), int(d.get("turn", -1))))
+        if row is None or int(row["motion_level"]) != true or row["split"] == "train":
+            return {"skipped": f"session {si} turn {t} is not a held-out turn of {w} with this level"}
+        engine_ok.append(float(pred == true))
+        table_ok.append(float(table.predict(row) == true))
+        pw = per_world.setdefault(w, {"turns": 0, "engine": 0.0, "table": 0.0})
+        pw["turns"] += 1
+        pw["engine"] += engine_ok[-1]
+        pw["table"] += table_ok[-1]
+    for pw in per_world.values():
+        pw["engine"] /= pw["turns"]
+        pw["table"] /= pw["turns"]
+    return {"turns": len(engine_ok), "engine": _mean_se(engine_ok), "table": _mean_se(table_ok),
+            "engine_minus_table": _mean_se([a - b for a, b in zip(engine_ok, table_ok)]), "per_world": per_world}
 
 
 def plot_history(report: dict[str, Any], path: str | Path) -> Path:
@@ -246,6 +291,13 @@ def format_summary(report: dict[str, Any]) -> str:
     for name, g in h["gain"].items():
         c = g["cos_visual_z"]
         lines.append(f"  gain {name}: {c['mean']:+.4f} +- {c['se']:.4f} (n={c['n']})")
+    ref = report.get("level_reference")
+    if ref and "skipped" not in ref:
+        e, t, d = ref["engine"], ref["table"], ref["engine_minus_table"]
+        lines.append(f"  motion level on {ref['turns']} turns: engine {e['mean']:.3f} +- {e['se']:.3f}, "
+                     f"world lookup table {t['mean']:.3f} +- {t['se']:.3f}, difference {d['mean']:+.3f} +- {d['se']:.3f}")
+    elif ref:
+        lines.append(f"  motion level beside the lookup table: skipped ({ref['skipped']})")
     return "\n".join(lines)
 
 
@@ -260,13 +312,15 @@ def evaluate_run(engine_dir: str | Path, sessions_dirs: list[str | Path], out_di
     p = Path(engine_dir)
     engine_path = p if (p / ENGINE_CONFIG).is_file() else p / "final"
     engine = load_engine(engine_path)
-    sessions, n_text = [], None
+    sessions, n_text, worlds = [], None, []
     for d in sessions_dirs:
         s, meta = load_sessions(d)
         sessions += s
+        worlds += [meta.get("build", {}).get("world")] * len(s)
         n_text = meta.get("n_text", n_text)
-    sessions = sessions[:limit]
+    sessions, worlds = sessions[:limit], worlds[:limit]
     report = evaluate_engine(engine, sessions, windows, closed_loop, n_text, progress)
+    report["level_reference"] = level_reference(sessions, worlds, report["teacher_forced"]["levels_per_turn"])
     report["engine"] = str(engine_path)
     report["data"] = [str(d) for d in sessions_dirs]
     write_report(report, out_dir or (p if p != engine_path else p.parent))

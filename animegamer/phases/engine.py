@@ -138,7 +138,7 @@ def evaluate(engine, sessions: list, closed_loop: bool = False) -> dict[str, Any
 
 def run(args: argparse.Namespace) -> int:
     from animegamer.engine.data import EngineCollate, EngineDataset
-    from animegamer.engine.evaluate import evaluate_engine, format_summary, write_report
+    from animegamer.engine.evaluate import evaluate_engine, format_summary, level_reference, write_report
     from animegamer.engine.model import (ENGINE_CONFIG, ENGINE_WEIGHTS, EngineConfig, GameEngine, engine_config,
                                          load_engine, resolve_engine)
     from animegamer.engine.world_sessions import rep_stats
@@ -212,6 +212,9 @@ def run(args: argparse.Namespace) -> int:
         report = evaluate_engine(engine, held, windows, closed_loop=not args.no_closed_loop,
                                  n_text=source.get("n_text"), progress=not args.no_progress)
         report.update(engine=str(result["final_dir"]), step=result["step"], data=source)
+        if "eval_split" in source:  # held-out turns of a world: the level beside its lookup table
+            report["level_reference"] = level_reference(held, [source["build"].get("world")] * len(held),
+                                                        report["teacher_forced"]["levels_per_turn"])
         write_report(report, out)
         save_json_atomic(report, Path(result["final_dir"]) / "metrics.json")
         print("[engine] " + format_summary(report))

@@ -19,24 +19,35 @@ def level_key(row: dict[str, Any]) -> tuple:
     return (row["motion"], row["adverb"], min(int(row["states_before"]["stamina"]), 30) // 5, len(row["characters"]))
 
 
+class LevelTable:
+    """The lookup table: the most frequent level per ``level_key`` among the training turns; keys
+    never seen in training fall back to the verb + adverb table, then to the overall majority."""
+
+    def __init__(self, train: list[dict[str, Any]]) -> None:
+        if not train:
+            raise ValueError("LevelTable needs training turns")
+        self.full: dict[tuple, Counter] = defaultdict(Counter)
+        self.coarse: dict[tuple, Counter] = defaultdict(Counter)
+        for r in train:
+            self.full[level_key(r)][r["motion_level"]] += 1
+            self.coarse[level_key(r)[:2]][r["motion_level"]] += 1
+        self.majority = Counter(r["motion_level"] for r in train).most_common(1)[0][0]
+
+    def seen(self, row: dict[str, Any]) -> bool:
+        return level_key(row) in self.full
+
+    def predict(self, row: dict[str, Any]) -> int:
+        k = level_key(row)
+        table = self.full.get(k) or self.coarse.get(k[:2])
+        return table.most_common(1)[0][0] if table else self.majority
+
+
 def level_ceiling(train: list[dict[str, Any]], heldout: list[dict[str, Any]]) -> dict[str, Any]:
-    """Accuracy of the lookup table fit on ``train`` over ``heldout`` (turn rows of a world dataset).
-    Held-out keys never seen in training fall back to the verb + adverb table, then to the
-    overall majority level, so every held-out turn is scored."""
+    """Accuracy of the lookup table fit on ``train`` over ``heldout`` (turn rows of a world dataset)."""
     if not train or not heldout:
         raise ValueError("level_ceiling needs training and held-out turns")
-    full: dict[tuple, Counter] = defaultdict(Counter)
-    coarse: dict[tuple, Counter] = defaultdict(Counter)
-    for r in train:
-        full[level_key(r)][r["motion_level"]] += 1
-        coarse[level_key(r)[:2]][r["motion_level"]] += 1
-    majority = Counter(r["motion_level"] for r in train).most_common(1)[0][0]
-    hits, seen = 0, 0
-    for r in heldout:
-        k = level_key(r)
-        table = full.get(k) or coarse.get(k[:2])
-        seen += k in full
-        hits += (table.most_common(1)[0][0] if table else majority) == r["motion_level"]
+    table = LevelTable(train)
+    hits = sum(table.predict(r) == r["motion_level"] for r in heldout)
     return {"heldout_turns": len(heldout), "train_turns": len(train), "accuracy": hits / len(heldout),
-            "key_seen_in_train": seen / len(heldout),
-            "majority_level_accuracy": sum(r["motion_level"] == majority for r in heldout) / len(heldout)}
+            "key_seen_in_train": sum(table.seen(r) for r in heldout) / len(heldout),
+            "majority_level_accuracy": sum(r["motion_level"] == table.majority for r in heldout) / len(heldout)}
