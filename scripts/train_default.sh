@@ -105,7 +105,7 @@ mkdir -p "$RUNS/evaluator_pack"  # what ships as animegamer/weights/evaluator
 cp "$RUNS/evaluator/final/vision_tower/"* "$RUNS/evaluator_pack/"
 rm -rf "$RUNS/evaluator_pack/action_classifier" && cp -r "$RUNS/action/final/action_classifier" "$RUNS/evaluator_pack/"
 
-"$AG" model pack --engine "$ENGINE" --decoder "$RUNS/adapt" --out "$RUNS/model"  # CFG 3, the decoder's own
+"$AG" model pack --engine "$ENGINE" --decoder "$RUNS/adapt" --out "$RUNS/model" --guidance 2  # CFG 2: docs/results/level_noise.md
 "$AG" model pack --engine "$ENGINE" --decoder "$RUNS/decoder_lm" --out "$RUNS/model_no_adapt"
 "$AG" eval --sessions 12 --model "$RUNS/model" --evaluator "$RUNS/evaluator_pack" --out "$RUNS/eval" \
     --window-ablation 1 --ablation "without adaptation=$RUNS/model_no_adapt" --threads 2
