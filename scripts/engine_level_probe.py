@@ -39,17 +39,7 @@ def dump(engine_dir: str, sessions_dir: str, out: str, limit: int | None, window
         for i in tqdm(range(0, len(ds), batch), desc="dump", unit="batch"):
             idx = order[i:i + batch]
             b = collate([ds[j] for j in idx])
-            # as GameEngine._outputs, stopping at the hidden states
-            B = b.input_ids.shape[0]
-            N, D = engine.cfg.rep_tokens, engine.cfg.rep_dim
-            x = engine.embed(b.input_ids)
-            if b.rep_index.shape[0]:
-                reps = engine.normalize_rep(b.reps.reshape(-1, N, D)).reshape(-1, D)
-                x = x.index_put((b.rep_index[:, 0], b.rep_index[:, 1]), engine.in_resampler(reps).to(x.dtype))
-            qb, qp = b.query_index[:, 0], b.query_index[:, 1]
-            x = x.index_put((qb, qp), engine.queries.repeat(B, 1).to(x.dtype))
-            h = engine._run(x, b.attention_mask, b.position_ids)
-            hv = h[torch.arange(B), b.value_positions[:, 0]].float()  # (B, H) at <ML>
+            hv = engine.hidden_states(b)[1][:, 0].float()  # (B, H) at <ML>
             hs.append(hv)
             logits.append(engine.value_logits(hv, 0))
             target.append(b.value_targets[:, 0])
@@ -60,10 +50,10 @@ def dump(engine_dir: str, sessions_dir: str, out: str, limit: int | None, window
     print(f"{out}: {len(t)} turns, engine read-out accuracy {float((torch.cat(logits).argmax(-1) == t).float().mean()):.3f}")
 
 
-def _logreg(X: torch.Tensor, y: torch.Tensor, l2: float, init: torch.Tensor | None = None) -> torch.Tensor:
+def _logreg(X: torch.Tensor, y: torch.Tensor, l2: float) -> torch.Tensor:
     """Multinomial logistic regression with an L2 penalty, by L-BFGS: (H+1, 5) weights."""
     Xb = torch.cat([X, torch.ones(len(X), 1)], 1)
-    W = (init.clone() if init is not None else torch.zeros(Xb.shape[1], 5)).requires_grad_(True)
+    W = torch.zeros(Xb.shape[1], 5, requires_grad=True)
     opt = torch.optim.LBFGS([W], max_iter=500, line_search_fn="strong_wolfe")
 
     def closure():

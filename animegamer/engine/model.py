@@ -267,9 +267,10 @@ class GameEngine(nn.Module):
         pred, logits = self._outputs(batch)
         return self.denormalize_rep(pred), logits
 
-    def _outputs(self, batch) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """As ``outputs``, with the predicted s_a in the engine's standardised space."""
-        B, L = batch.input_ids.shape
+    def hidden_states(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """Teacher-forced final hidden states: (B, N, H) at the current turn's query slots and
+        (B, 4, H) at each field's opening tag (where its value is read)."""
+        B = batch.input_ids.shape[0]
         N, D = self.cfg.rep_tokens, self.cfg.rep_dim
         x = self.embed(batch.input_ids)  # (B, L, H)
         if batch.rep_index.shape[0]:
@@ -279,8 +280,13 @@ class GameEngine(nn.Module):
         qb, qp = batch.query_index[:, 0], batch.query_index[:, 1]  # (B*N,) b-major, slot order
         x = x.index_put((qb, qp), self.queries.repeat(B, 1).to(x.dtype))  # current slots <- queries
         h = self._run(x, batch.attention_mask, batch.position_ids)  # (B, L, H)
-        pred = self.out_resampler(h[qb, qp].view(B, N, -1))  # (B, N, D)
         hv = h[torch.arange(B, device=h.device).unsqueeze(1), batch.value_positions]  # (B, 4, H)
+        return h[qb, qp].view(B, N, -1), hv
+
+    def _outputs(self, batch) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """As ``outputs``, with the predicted s_a in the engine's standardised space."""
+        hq, hv = self.hidden_states(batch)
+        pred = self.out_resampler(hq)  # (B, N, D)
         return pred, [self.value_logits(hv[:, f], f) for f in range(len(FIELDS))]  # (B, n_values) each
 
     def forward(self, batch) -> tuple[torch.Tensor, dict[str, float]]:
