@@ -20,6 +20,9 @@
 # no step saw before (docs/results/engine_fresh_data.md), and the decoder goes on for 1200 steps
 # with the level-matched noise prior (--shared-noise-by-level; docs/results/level_noise.md) before
 # phase c. About 4 hours on the 2-core CPU.
+#
+# Since late on 2026-11-24: the packed decoder samples each motion level from a noise prior calibrated on
+# held-out shots (`calibrate-levels`; docs/results/level_calibration.md), not the training one.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RUNS="$(mkdir -p "${1:-$ROOT/runs}" && cd "${1:-$ROOT/runs}" && pwd)"  # absolute: symlinks resolve from their own dir
@@ -105,7 +108,16 @@ mkdir -p "$RUNS/evaluator_pack"  # what ships as animegamer/weights/evaluator
 cp "$RUNS/evaluator/final/vision_tower/"* "$RUNS/evaluator_pack/"
 rm -rf "$RUNS/evaluator_pack/action_classifier" && cp -r "$RUNS/action/final/action_classifier" "$RUNS/evaluator_pack/"
 
-"$AG" model pack --engine "$ENGINE" --decoder "$RUNS/adapt" --out "$RUNS/model" --guidance 2  # CFG 2: docs/results/level_noise.md
+# The sampling noise prior per motion level, chosen on 200 held-out TEST shots (the reports use val
+# shots): docs/results/level_calibration.md. About 10 minutes.
+[[ -f "$RUNS/level_calibration.json" ]] || "$AG" calibrate-levels sweep --decoder "$RUNS/adapt" --data "$DATA/big" \
+    --template-cache "$RUNS/decoder_lm/cache/val_64" --cache "$RUNS/level_calibration_cache" --split test --n 200 \
+    --guidance 2 --grid "1:0.998,0.9995,0.9999;2:0.99,0.995,0.998;3:0.9,0.95,0.98;4:0.4,0.45,0.5,0.65,0.8;5:0,0.2,0.4" \
+    --threads 2 --no-progress --out "$RUNS/level_calibration.json"
+CAL="$("$ROOT/.venv/bin/python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["pack_argument"])' \
+    "$RUNS/level_calibration.json")"
+# CFG 2: docs/results/level_noise.md
+"$AG" model pack --engine "$ENGINE" --decoder "$RUNS/adapt" --out "$RUNS/model" --guidance 2 --sample-shared-noise "$CAL"
 "$AG" model pack --engine "$ENGINE" --decoder "$RUNS/decoder_lm" --out "$RUNS/model_no_adapt"
 "$AG" eval --sessions 12 --model "$RUNS/model" --evaluator "$RUNS/evaluator_pack" --out "$RUNS/eval" \
     --window-ablation 1 --ablation "without adaptation=$RUNS/model_no_adapt" --threads 2

@@ -130,11 +130,20 @@ def test_pack_makes_a_playable_fp16_model(runs, tmp_path):
 
     stored = ShotDecoder.from_pretrained(out / "shot_decoder").diffusion
     args = parser.parse_args(["model", "pack", "--engine", str(root / "engine"), "--decoder", str(root / "decoder"),
-                              "--out", str(tmp_path / "cfg1"), "--guidance", "1", "--sample-steps", "3"])
+                              "--out", str(tmp_path / "cfg1"), "--guidance", "1", "--sample-steps", "3",
+                              "--sample-shared-noise", "0.999,0.99,0.9,0.5,0"])
     assert args.func(args) == 0
     packed = ShotDecoder.from_pretrained(tmp_path / "cfg1" / "shot_decoder").diffusion
     assert (packed.guidance, packed.steps) == (1.0, 3) and (stored.guidance, stored.steps) != (1.0, 3)
-    assert json.loads((tmp_path / "cfg1" / "model.json").read_text())["sampler_override"] == {"guidance": 1.0, "steps": 3}
+    calibrated = [0.999, 0.99, 0.9, 0.5, 0.0]
+    assert packed.sampling_shared_noise_by_level == calibrated and stored.sampling_shared_noise_by_level is None
+    assert packed.shared_noise_by_level == stored.shared_noise_by_level  # the training prior is untouched
+    assert json.loads((tmp_path / "cfg1" / "model.json").read_text())["sampler_override"] == {
+        "guidance": 1.0, "steps": 3, "sampling_shared_noise_by_level": calibrated}
+    bad = parser.parse_args(["model", "pack", "--engine", str(root / "engine"), "--decoder", str(root / "decoder"),
+                             "--out", str(out), "--sample-shared-noise", "0.9,1.5"])
+    with pytest.raises(SystemExit, match="--sample-shared-noise: .*5 values in"):
+        bad.func(bad)
     bad = parser.parse_args(["model", "pack", "--engine", str(root / "engine"), "--decoder", str(root / "decoder"),
                              "--out", str(out), "--sample-steps", "0"])
     with pytest.raises(ValueError, match="steps must be >= 1"):
@@ -169,6 +178,11 @@ def test_eval_decoder_grades_true_s_a(runs, tmp_path):
                              "--latent-noise", "0,-1"])
     with pytest.raises(SystemExit, match="standard deviations >= 0"):
         bad.func(bad)
+    bad = parser.parse_args(["eval-decoder", "--decoder", str(root / "decoder"), "--data", str(runs["world"]),
+                             "--sample-shared-noise", "0.9,x"])
+    with pytest.raises(SystemExit, match="--sample-shared-noise takes 5"):
+        bad.func(bad)
+    assert r["sampling_shared_noise_by_level"] is None  # the decoder's own prior unless told
     assert r["shots"] == 2 and r["steps"] == 1 and r["guidance"] == 1.5 and sum(r["decoded_level_counts"]) == 2
     # true x measured: every shot once, its columns are the measured counts, its diagonal the accuracy
     assert [sum(col) for col in zip(*r["level_confusion"])] == r["decoded_level_counts"]
@@ -180,6 +194,55 @@ def test_eval_decoder_grades_true_s_a(runs, tmp_path):
 
     with Image.open(r["sheet"]) as im:  # 2 rows: decoded strip beside the annotated true strip
         assert im.width > im.height > 0
+
+
+def test_calibrate_levels_measures_each_levels_candidates_and_feeds_pack(runs, tmp_path):
+    import dataclasses
+
+    from animegamer.evaluation.cli import register
+    from animegamer.models.diffusion import parse_level_fractions
+    from animegamer.models.shot_decoder import ShotDecoder
+
+    root = runs["root"]
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="command"))
+    plain = root / "decoder" / "joint" / "final" / "shot_decoder"
+    dec = ShotDecoder.from_pretrained(plain)  # made level-matched here: the fixture's decoder is not
+    dec.diffusion = dataclasses.replace(dec.diffusion, shared_noise_by_level=[0.99, 0.9, 0.5, 0.2, 0.0])
+    dec.save_pretrained(tmp_path / "lm")
+    template = next((root / "decoder" / "cache").glob("val_*"))
+    grid = {1: [0.99, 0.5], 2: [0.9, 0.3], 3: [0.5], 4: [0.2, 0.6], 5: [0.0, 0.4]}
+
+    def sweep(decoder, grid_text: str, out: str):
+        return parser.parse_args(["calibrate-levels", "sweep", "--decoder", str(decoder), "--data", str(runs["world"]),
+                                  "--template-cache", str(template), "--cache", str(tmp_path / "cache"),
+                                  "--split", "train", "--n", "6", "--guidance", "1", "--no-progress",
+                                  "--grid", grid_text, "--out", str(tmp_path / out)])
+
+    args = sweep(tmp_path / "lm", ";".join(f"{k}:{','.join(map(str, rs))}" for k, rs in grid.items()), "cal.json")
+    assert args.func(args) == 0
+    r = json.loads((tmp_path / "cal.json").read_text())
+    assert r["shots"] == 6 and json.loads((tmp_path / "cache" / "meta.json").read_text())["split"] == "train"
+    levels = {row["shot"]: row["level"] for row in r["rows"]}
+    assert len(levels) == 6 and len(r["rows"]) == sum(len(grid[k]) for k in levels.values())  # every candidate once
+    for k, rs in grid.items():
+        mine = [row for row in r["rows"] if row["level"] == k]
+        lv = r["per_level"][str(k)]
+        if not mine:
+            assert lv["shots"] == 0 and lv["chosen"] == [0.99, 0.9, 0.5, 0.2, 0.0][k - 1]
+            continue
+        for cand in rs:  # the accuracy is the share of that level's shots the flow reads as k
+            hits = [row["measured"] == k for row in mine if row["r"] == cand]
+            assert lv["accuracy"][str(cand)] == pytest.approx(sum(hits) / len(hits))
+        assert lv["chosen"] in rs and lv["accuracy"][str(lv["chosen"])] == max(lv["accuracy"].values())
+    assert parse_level_fractions(r["pack_argument"], "x") == r["chosen"]  # what `model pack` takes
+    assert ShotDecoder.from_pretrained(tmp_path / "lm").diffusion.sampling_shared_noise_by_level is None  # untouched
+    refused = sweep(plain, "1:0.5", "x.json")
+    with pytest.raises(SystemExit, match="not a level-matched decoder"):
+        refused.func(refused)
+    bad = sweep(tmp_path / "lm", "0:0.5", "x.json")
+    with pytest.raises(SystemExit, match="--grid levels are 1..5"):
+        bad.func(bad)
 
 
 def test_latent_visual_reference_trains_decoder_and_engine(runs, tmp_path):

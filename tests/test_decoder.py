@@ -4,6 +4,8 @@ Tiny random-init configs only (1 layer, width 16, 8x8 frames, 2 sampler steps).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -13,8 +15,8 @@ from animegamer.models.action_encoder import ActionEncoder, ActionEncoderConfig,
 from animegamer.models.autoencoder import ShotAutoencoder, autoencoder_config
 from animegamer.models.decoder import DecoderConfig, DecoderNet, decoder_preset
 from animegamer.models.diffusion import (
-    DecoderBatch, Denoiser, DiffusionConfig, collate_decoder, draw_noise, frame_differences, guidance_at, sample,
-    v_target,
+    DecoderBatch, Denoiser, DiffusionConfig, collate_decoder, draw_noise, frame_differences, guidance_at,
+    parse_level_fractions, sample, v_target,
 )
 from animegamer.models.shot_decoder import ShotDecoder, frames_from_uint8, frames_to_uint8
 
@@ -246,6 +248,42 @@ def test_level_matched_noise_follows_each_samples_level_and_round_trips(tmp_path
         sample(loaded.net, s_a[None], None, torch.Generator().manual_seed(0), loaded.diffusion)
     loaded.diffusion.shared_noise_by_level = None  # the sampler really draws the level-1 prior
     assert not np.array_equal(a, loaded(s_a, 1, torch.Generator().manual_seed(0)))
+
+
+def test_sampling_prior_calibrates_each_level_apart_from_training(tmp_path):
+    torch.manual_seed(0)
+    ae = ShotAutoencoder(autoencoder_config("tiny")).eval()
+    train_prior = [0.99, 0.9, 0.5, 0.2, 0.0]
+    calibrated = [0.999, 0.9, 0.5, 0.2, 0.1]  # levels 1 and 5 sample from another prior
+    dec = ShotDecoder(tiny_net(), ae, DiffusionConfig(steps=2, guidance=1.0, noise_frame_groups=4,
+                                                      shared_noise_by_level=train_prior))
+    s_a = torch.randn(7, 16)
+    before = {lv: dec(s_a, lv, torch.Generator().manual_seed(0)) for lv in (1, 2, 5)}
+    dec.diffusion = dataclasses.replace(dec.diffusion, sampling_shared_noise_by_level=calibrated)
+    # training draws the training prior, sampling the calibrated one
+    batch = tiny_batch(dec.config)
+    assert torch.equal(Denoiser(dec.net, dec.diffusion).noise_for(batch, torch.Generator().manual_seed(3)),
+                       draw_noise(tuple(batch.latents.shape), DiffusionConfig(shared_noise_by_level=train_prior,
+                                                                              noise_frame_groups=4),
+                                  torch.Generator().manual_seed(3), motion_level=batch.motion_level))
+    assert dec.diffusion.sampling_prior().shared_noise_by_level == calibrated
+    after = {lv: dec(s_a, lv, torch.Generator().manual_seed(0)) for lv in (1, 2, 5)}
+    assert np.array_equal(before[2], after[2])  # level 2 keeps its fraction: the same shot
+    assert not np.array_equal(before[1], after[1]) and not np.array_equal(before[5], after[5])
+    same_as = ShotDecoder(dec.net, ae, DiffusionConfig(steps=2, guidance=1.0, noise_frame_groups=4,
+                                                       shared_noise_by_level=calibrated))
+    assert np.array_equal(after[5], same_as(s_a, 5, torch.Generator().manual_seed(0)))
+    dec.save_pretrained(tmp_path / "dec")  # stored with the decoder, exactly
+    loaded = ShotDecoder.from_pretrained(tmp_path / "dec")
+    assert loaded.diffusion.sampling_shared_noise_by_level == calibrated
+    assert np.array_equal(after[1], loaded(s_a, 1, torch.Generator().manual_seed(0)))
+    with pytest.raises(ValueError, match="sampling_shared_noise_by_level"):
+        DiffusionConfig(sampling_shared_noise_by_level=[0.9, 0.9, 0.9, 0.9, 1.0])
+    with pytest.raises(ValueError, match="--x takes 5 comma-separated"):
+        parse_level_fractions("0.9,a", "--x")
+    with pytest.raises(ValueError, match="--x: .*5 values"):
+        parse_level_fractions("0.9,0.5", "--x")
+    assert parse_level_fractions("0.99,0.9,0.5,0.2,0", "--x") == train_prior
 
 
 def test_dynamic_cfg_ramps_to_guidance():

@@ -1,5 +1,5 @@
 """`animegamer eval` (the paper's table on held-out sessions) and `animegamer bench` (per-stage
-latency and memory of a turn)."""
+latency and memory of a turn); `eval-decoder` and `calibrate-levels` register from their modules."""
 from __future__ import annotations
 
 import argparse
@@ -8,9 +8,10 @@ import sys
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from animegamer.evaluation.decoder_eval import add_parser
+    from animegamer.evaluation import decoder_eval, level_calibration
 
-    add_parser(subparsers)
+    decoder_eval.add_parser(subparsers)
+    level_calibration.add_parser(subparsers)
     ev = subparsers.add_parser(
         "eval", help="play held-out world sessions through the game and grade them (the paper's table)",
         description="Play held-out world sessions through GameSession (as a player would) with the model, its "

@@ -212,10 +212,21 @@ def run(args: argparse.Namespace) -> int:
     from animegamer.phases.decoder import CachedShots
     from animegamer.world.dataset import ShotDataset
 
+    import dataclasses
+
+    from animegamer.models.diffusion import parse_level_fractions
+
     sigmas = parse_sigmas(args.latent_noise)  # bad input fails before any decoding
+    try:
+        fractions = (parse_level_fractions(args.sample_shared_noise, "--sample-shared-noise")
+                     if args.sample_shared_noise is not None else None)
+    except ValueError as e:
+        raise SystemExit(f"eval-decoder: {e}") from None
     if args.threads:
         torch.set_num_threads(args.threads)
     decoder = ShotDecoder.from_pretrained(resolve_decoder(args.decoder))
+    if fractions is not None:
+        decoder.diffusion = dataclasses.replace(decoder.diffusion, sampling_shared_noise_by_level=fractions)
     cache = CachedShots(args.cache or find_cache_dir(Path(args.decoder), "val"))
     shots = ShotDataset(args.data, cache.meta["split"])
     by_shot = {r["shot"]: i for i, r in enumerate(shots.rows)}
@@ -232,7 +243,8 @@ def run(args: argparse.Namespace) -> int:
                                                                    args.n, sigmas, progress=not args.no_progress)
     if args.sheet:
         report["sheet"] = str(decoded_sheet(report.pop("_shots"), frames_of, args.sheet))
-    report.update({"decoder": str(args.decoder), "evaluator": str(ev_path) if ev_path else None})
+    report.update({"decoder": str(args.decoder), "evaluator": str(ev_path) if ev_path else None,
+                   "sampling_shared_noise_by_level": decoder.diffusion.sampling_shared_noise_by_level})
     print(json.dumps(report, indent=1))
     if args.out:
         save_json_atomic(report, args.out)
@@ -250,6 +262,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, help="JSON report path")
     p.add_argument("--steps", type=int, default=None, help="sampler steps (default: the decoder's own)")
     p.add_argument("--guidance", type=float, default=None, help="CFG scale (default: the decoder's own)")
+    p.add_argument("--sample-shared-noise", default=None, metavar="R1,...,R5",
+                   help="per-level shared-noise fractions to sample with (default: the decoder's own)")
     p.add_argument("--sheet", default=None, help="PNG contact sheet: decoded shots (left) beside the truth (right)")
     p.add_argument("--sheet-shots", type=int, default=8, help="shots on the contact sheet (default: %(default)s)")
     p.add_argument("--latent-noise", default=None, metavar="S1,S2,...",

@@ -45,6 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     help="CFG scale to store with the packed decoder (default: the decoder run's)")
     pk.add_argument("--sample-steps", type=int, default=None,
                     help="sampler steps to store with the packed decoder (default: the decoder run's)")
+    pk.add_argument("--sample-shared-noise", default=None, metavar="R1,...,R5",
+                    help="per-level shared-noise fractions to SAMPLE with (a calibration measured by "
+                         "scripts/decoder_level_calibration.py; default: the training fractions)")
     pk.add_argument("--provenance", default=None, metavar="JSON",
                     help="a JSON file (e.g. the training commands and data seeds) copied into model.json")
     pk.set_defaults(func=_pack)
@@ -56,9 +59,16 @@ def _pack(args: argparse.Namespace) -> int:
 
     from animegamer.game.pack import model_bytes, pack_model
 
+    from animegamer.models.diffusion import parse_level_fractions
+
+    try:
+        fractions = (parse_level_fractions(args.sample_shared_noise, "--sample-shared-noise")
+                     if args.sample_shared_noise is not None else None)
+    except ValueError as e:
+        raise SystemExit(f"model pack: {e}") from None
     prov = json.loads(Path(args.provenance).read_text()) if args.provenance else None
     out = pack_model(args.engine, args.decoder, args.out, fp16=not args.fp32, provenance=prov,
-                     guidance=args.guidance, sample_steps=args.sample_steps)
+                     guidance=args.guidance, sample_steps=args.sample_steps, sampling_shared_noise=fractions)
     print(f"model written to {out} ({model_bytes(out) / 1e6:.1f} MB)")
     return 0
 

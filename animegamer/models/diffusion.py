@@ -14,7 +14,7 @@ trailing timesteps is what makes few-step sampling start from pure noise correct
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 import torch
@@ -53,6 +53,11 @@ class DiffusionConfig:
     # and wild shots' are not, so the prior's frame correlation follows the level the shot is drawn
     # for, in training and sampling alike. None = shared_noise for every level.
     shared_noise_by_level: list[float] | None = None
+    # The same fractions for SAMPLING only (training keeps shared_noise_by_level): a calibration chosen
+    # per level on held-out shots so that the flow of the decoded pixels reads the level asked for
+    # (scripts/decoder_level_calibration.py). Each level's fraction acts only on shots drawn for that
+    # level. None = sample from the training prior.
+    sampling_shared_noise_by_level: list[float] | None = None
     # how many video frames each latent frame packs in its channels (the kl2d autoencoder's temporal
     # ratio; 1 for an autoencoder that compresses time itself): the shared draw is per video frame
     noise_frame_groups: int = 1
@@ -76,11 +81,13 @@ class DiffusionConfig:
             raise ValueError(f"DiffusionConfig.guidance must be >= 0, got {self.guidance}")
         if not 0.0 <= self.shared_noise < 1.0:
             raise ValueError(f"DiffusionConfig.shared_noise must be in [0, 1), got {self.shared_noise}")
-        if self.shared_noise_by_level is not None:
-            self.shared_noise_by_level = [float(r) for r in self.shared_noise_by_level]
-            if len(self.shared_noise_by_level) != 5 or not all(0.0 <= r < 1.0 for r in self.shared_noise_by_level):
-                raise ValueError("DiffusionConfig.shared_noise_by_level must be 5 values in [0, 1) (levels 1..5), "
-                                 f"got {self.shared_noise_by_level}")
+        for name in ("shared_noise_by_level", "sampling_shared_noise_by_level"):
+            value = getattr(self, name)
+            if value is not None:
+                value = [float(r) for r in value]
+                if len(value) != 5 or not all(0.0 <= r < 1.0 for r in value):
+                    raise ValueError(f"DiffusionConfig.{name} must be 5 values in [0, 1) (levels 1..5), got {value}")
+                setattr(self, name, value)
         if self.frame_diff_loss < 0:
             raise ValueError(f"DiffusionConfig.frame_diff_loss must be >= 0, got {self.frame_diff_loss}")
         if self.noise_frame_groups < 1:
@@ -97,6 +104,13 @@ class DiffusionConfig:
         if unknown:
             raise ValueError(f"DiffusionConfig got unknown fields {sorted(unknown)}")
         return cls(**d)
+
+    def sampling_prior(self) -> "DiffusionConfig":
+        """The config whose noise prior ``sample`` draws from: this one, with the sampling fractions
+        in place of the training ones when they are set."""
+        if self.sampling_shared_noise_by_level is None:
+            return self
+        return replace(self, shared_noise_by_level=self.sampling_shared_noise_by_level)
 
     def schedule_kwargs(self) -> dict[str, Any]:
         return dict(
@@ -136,6 +150,20 @@ def collate_decoder(items: list[dict[str, torch.Tensor]]) -> DecoderBatch:
         motion_level=torch.stack([torch.as_tensor(it["motion_level"]).long() for it in items]),
         s_a=torch.stack([it["s_a"] for it in items]) if "s_a" in items[0] else None,
     )
+
+
+def parse_level_fractions(text: str, option: str) -> list[float]:
+    """"R1,R2,R3,R4,R5" -> five shared-noise fractions (levels 1..5), checked by DiffusionConfig's rule.
+    Raises ValueError naming ``option`` (a CLI flag) when the text is not that."""
+    try:
+        values = [float(x) for x in text.split(",")]
+    except ValueError:
+        raise ValueError(f"{option} takes 5 comma-separated numbers in [0, 1), got {text!r}") from None
+    try:
+        DiffusionConfig(shared_noise_by_level=values)
+    except ValueError as e:
+        raise ValueError(f"{option}: {e}") from None
+    return values
 
 
 def draw_noise(shape: tuple[int, ...], config: DiffusionConfig, generator: torch.Generator | None = None,
@@ -298,7 +326,7 @@ def sample(
     elif config.shared_noise_by_level is not None and net.config.use_motion_level:
         # its noise prior is per level: without one the shot would come from a prior it never saw
         raise ValueError("this decoder draws its noise per motion level (shared_noise_by_level): pass a motion level")
-    x = draw_noise((b, *net.config.latent_shape), config, generator,
+    x = draw_noise((b, *net.config.latent_shape), config.sampling_prior(), generator,
                    motion_level=motion_level if net.config.use_motion_level else None)
     x = (x * sched.init_noise_sigma).to(device)  # (B, F, C', h, w)
     use_cfg = guidance > 1.0 or dynamic_cfg

@@ -377,17 +377,12 @@ def write_samples(decoder, val_cache: CachedShots, val_shots, out_dir: Path, n: 
 
 def _shared_noise_by_level(args: argparse.Namespace) -> list[float] | None:
     """--shared-noise-by-level parsed and checked before any data is encoded."""
-    from animegamer.models.diffusion import DiffusionConfig
+    from animegamer.models.diffusion import parse_level_fractions
 
     if args.shared_noise_by_level is None:
         return None
-    try:
-        by_level = [float(x) for x in args.shared_noise_by_level.split(",")]
-    except ValueError:
-        raise SystemExit(f"train decoder: --shared-noise-by-level takes 5 comma-separated numbers, got "
-                         f"{args.shared_noise_by_level!r}") from None
     try:  # DiffusionConfig's own check, before minutes of encoding rather than after
-        DiffusionConfig(shared_noise_by_level=by_level)
+        by_level = parse_level_fractions(args.shared_noise_by_level, "--shared-noise-by-level")
     except ValueError as e:
         raise SystemExit(f"train decoder: {e}") from None
     if args.no_motion_level:

@@ -1,0 +1,185 @@
+"""Per-level calibration of a level-matched decoder's noise prior at SAMPLING time, on held-out shots.
+
+    animegamer calibrate-levels sweep --decoder DIR --data WORLD --template-cache DECODER_RUN/cache/val_64 \
+        --cache DIR [--split test] [--n 200] [--guidance 2] --grid "1:0.998,0.9995;5:0.4,0.2" --out FILE.json
+    animegamer calibrate-levels cache --data WORLD --template-cache DECODER_RUN/cache/val_64 --cache DIR \
+        [--split val] [--n 300]
+
+A level-matched decoder (``--shared-noise-by-level``, docs/results/level_noise.md) draws a shot for
+level k from noise that shares r_k of its variance across frames. Sampled from its training
+fractions, the shipped one's pixels move one level too much at levels 1-2 and one level too little
+at levels 4-5. Each r_k acts only on the shots drawn for level k, so each level's sampling fraction
+can be chosen on its own: decode the TRUE s_a of held-out shots of level k at each candidate r_k
+and count how often the world's DIS-flow quantiser reads level k from the pixels (the same reading
+as eval-decoder's ACC-F). The shots calibrated on must not be the ones a result is reported on:
+calibrate on the test split, report on val (``eval-decoder`` uses the val split).
+
+``sweep`` builds the split's feature cache when it is missing (the same encoders and settings as
+the template, a cache of the decoder run), then writes per shot and candidate the measured flow
+and level, per level each candidate's accuracy and mean flow, and the chosen fractions (best
+accuracy; ties go to the fraction nearest the training one) as ``pack_argument``, the value for
+``model pack --sample-shared-noise``. ``cache`` only builds such a cache (for ``eval-decoder --cache``).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+
+def parse_grid(text: str) -> dict[int, list[float]]:
+    """"1:0.998,0.9995;5:0.4,0.2" -> {1: [0.998, 0.9995], 5: [0.4, 0.2]}; SystemExit on bad input."""
+    grid: dict[int, list[float]] = {}
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        level, _, values = part.partition(":")
+        try:
+            k, rs = int(level), [float(v) for v in values.split(",")]
+        except ValueError:
+            raise SystemExit(f"calibrate-levels: --grid takes LEVEL:R,R;LEVEL:R,... got {part!r}") from None
+        if not 1 <= k <= 5 or not all(0.0 <= r < 1.0 for r in rs) or k in grid:
+            raise SystemExit(f"calibrate-levels: --grid levels are 1..5, each once, with fractions in [0, 1); "
+                             f"got {part!r}")
+        grid[k] = rs
+    if not grid:
+        raise SystemExit("calibrate-levels: --grid is empty")
+    return grid
+
+
+def ensure_cache(template: Path, data: Path, split: str, n: int, out: Path):
+    """The feature cache of the first ``n`` shots of ``split``, built (or resumed) with the encoders
+    and settings recorded in ``template`` (a finished cache of the decoder run)."""
+    from animegamer.models.autoencoder import ShotAutoencoder
+    from animegamer.models.reference_encoder import load_reference_encoder
+    from animegamer.models.text_encoder import TextEncoder, TextEncoderConfig
+    from animegamer.phases.decoder import CachedShots, build_cache
+    from animegamer.world.dataset import ShotDataset
+
+    if not (template / "meta.json").is_file():
+        raise SystemExit(f"calibrate-levels: {template} is not a decoder feature cache (no meta.json)")
+    meta = json.loads((template / "meta.json").read_text())
+    meta = {k: v for k, v in meta.items() if k != "parts"} | {"split": split, "limit": n}
+    if Path(meta["data"]).resolve() != data.resolve():
+        raise SystemExit(f"calibrate-levels: the template cache {template} is of {meta['data']}, not {data}")
+    shots = ShotDataset(str(data), split, limit=n)
+
+    def encoders() -> dict:
+        ae = ShotAutoencoder.from_pretrained(meta["vae"]["path"]).float().eval().requires_grad_(False)
+        return {"tower": load_reference_encoder(Path(meta["clip"]["path"]), meta["reference_patch"] or 4,
+                                                meta.get("condition", "motion")),
+                "text": TextEncoder(TextEncoderConfig(path=meta["text_encoder"], n_text=meta["n_text"])), "ae": ae}
+
+    build_cache(shots, encoders, out, meta)
+    return CachedShots(out)
+
+
+def calibrate(decoder, cache, grid: dict[int, list[float]], guidance: float | None = None, seed: int = 0,
+              progress: bool = True) -> dict[str, Any]:
+    """Decode every cached shot whose level is in ``grid`` at each of that level's candidate sampling
+    fractions (the others kept) and read its level from the pixels; see the module doc."""
+    import numpy as np
+    import torch
+    from tqdm.auto import tqdm
+
+    from animegamer.evaluation.metrics import motion_level_from_pixels
+    from animegamer.models.shot_decoder import frames_to_uint8
+    from animegamer.world.flow import MotionQuantizer
+
+    trained = decoder.diffusion
+    base = list(trained.shared_noise_by_level or [])
+    if len(base) != 5 or not decoder.config.use_motion_level:
+        raise SystemExit("calibrate-levels: not a level-matched decoder (train it with --shared-noise-by-level)")
+    start = list(trained.sampling_shared_noise_by_level or base)  # what the levels not in the grid keep
+    quant = MotionQuantizer.load()
+    levels = [int(cache[i]["motion_level"]) for i in range(len(cache))]
+    todo = [(i, r) for i in range(len(cache)) if levels[i] in grid for r in grid[levels[i]]]
+    rows = []
+    try:
+        for i, r in tqdm(todo, desc="calibrate levels", disable=not progress, dynamic_ncols=True):
+            item, k = cache[i], levels[i]
+            # the game's own sampling path, with level k's fraction replaced
+            decoder.diffusion = dataclasses.replace(
+                trained, sampling_shared_noise_by_level=[r if j == k - 1 else x for j, x in enumerate(start)])
+            with torch.no_grad():
+                s_a = decoder.net.action_encoder(item["f_md"][None], item["f_v"][None])  # (1, N, D)
+                lat = decoder.sample_latents(s_a, k, torch.Generator().manual_seed(seed + i), guidance=guidance)
+            measured, flow = motion_level_from_pixels(frames_to_uint8(decoder.decode_latents(lat))[0], quant)
+            rows.append({"shot": i, "level": k, "r": r, "measured": measured, "flow": flow})
+    finally:
+        decoder.diffusion = trained
+    per_level: dict[str, Any] = {}
+    chosen = list(start)
+    for k, rs in sorted(grid.items()):
+        mine = [x for x in rows if x["level"] == k]
+        if not mine:
+            per_level[str(k)] = {"shots": 0, "chosen": start[k - 1], "note": "no shot of this level: kept"}
+            continue
+        acc = {r: float(np.mean([x["measured"] == k for x in mine if x["r"] == r])) for r in rs}
+        flow = {r: float(np.mean([x["flow"] for x in mine if x["r"] == r])) for r in rs}
+        best = max(rs, key=lambda r: (round(acc[r], 9), -abs(r - base[k - 1])))
+        chosen[k - 1] = best
+        per_level[str(k)] = {"shots": levels.count(k), "accuracy": {str(r): a for r, a in acc.items()},
+                             "mean_flow": {str(r): f for r, f in flow.items()}, "chosen": best,
+                             "training_fraction": base[k - 1]}
+    weights = [levels.count(k) for k in sorted(grid)]
+    best_acc = [max(per_level[str(k)].get("accuracy", {"-": 0.0}).values()) for k in sorted(grid)]
+    return {"shots": len(cache), "guidance": guidance if guidance is not None else trained.guidance,
+            "thresholds": list(quant.thresholds), "training_fractions": base, "per_level": per_level,
+            "chosen": chosen, "pack_argument": ",".join(f"{r:g}" for r in chosen),
+            "accuracy_at_chosen": float(np.average(best_acc, weights=weights)) if sum(weights) else None,
+            "rows": rows}
+
+
+def run_sweep(args: argparse.Namespace) -> int:
+    import torch
+
+    from animegamer.engine.world_sessions import resolve_decoder
+    from animegamer.io_utils import write_json
+    from animegamer.models.shot_decoder import ShotDecoder
+
+    grid = parse_grid(args.grid)  # bad input fails before anything loads
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    decoder = ShotDecoder.from_pretrained(resolve_decoder(args.decoder))
+    cache = ensure_cache(Path(args.template_cache), Path(args.data), args.split, args.n, Path(args.cache))
+    report = calibrate(decoder, cache, grid, args.guidance, args.seed, progress=not args.no_progress)
+    report = {"decoder": str(args.decoder), "split": args.split, **report}
+    write_json(args.out, report)
+    print(json.dumps({k: v for k, v in report.items() if k != "rows"}, indent=1))
+    return 0
+
+
+def run_cache(args: argparse.Namespace) -> int:
+    built = ensure_cache(Path(args.template_cache), Path(args.data), args.split, args.n, Path(args.cache))
+    print(f"{args.cache}: {len(built)} shots of the {args.split} split")
+    return 0
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("calibrate-levels", help="choose a level-matched decoder's sampling noise per level "
+                              "on held-out shots", description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="action", metavar="ACTION")
+    sub.required = True
+
+    def common(q: argparse.ArgumentParser, split: str, n: int) -> None:
+        q.add_argument("--data", required=True, help="the world dataset the decoder was trained on")
+        q.add_argument("--template-cache", required=True, help="a finished cache of the decoder run (its val_K)")
+        q.add_argument("--cache", required=True, help="the split's cache directory (built when missing)")
+        q.add_argument("--split", default=split, help="(default: %(default)s)")
+        q.add_argument("--n", type=int, default=n, help="first shots of the split (default: %(default)s)")
+
+    s = sub.add_parser("sweep", help="measure each level's candidate fractions and choose one")
+    s.add_argument("--decoder", required=True, help="`train decoder` / `train adapt` run dir (or shot_decoder/)")
+    common(s, "test", 200)
+    s.add_argument("--grid", required=True, metavar="K:R,R;K:R,...", help="candidate fractions per level")
+    s.add_argument("--guidance", type=float, default=None, help="CFG scale (default: the decoder's own)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--threads", type=int, default=None)
+    s.add_argument("--no-progress", action="store_true")
+    s.add_argument("--out", required=True, help="JSON report")
+    s.set_defaults(func=run_sweep)
+    c = sub.add_parser("cache", help="only build a split's feature cache (for eval-decoder --cache)")
+    common(c, "val", 300)
+    c.set_defaults(func=run_cache)
