@@ -11,7 +11,8 @@ logistic regression, L2 chosen on a split of the training features) on hidden st
 the engine never trained on, and compares its held-out accuracy with the engine's own read-out.
 ``score`` prints the level accuracy of each dump and of all of them pooled (mean +- standard
 error); ``--with`` gives dumps of a second engine on the same turns, in the same order, and adds
-the accuracy of the two engines' averaged probabilities (an ensemble).
+the accuracy of the two engines' averaged probabilities (an ensemble) and the paired difference
+of the two engines' accuracies on the same turns (mean +- standard error).
 """
 from __future__ import annotations
 
@@ -96,7 +97,7 @@ def fit(train: list[str], test: list[str]) -> None:
 def score(paths: list[str], others: list[str] | None) -> None:
     if others and len(others) != len(paths):
         raise SystemExit("score: --with needs one dump per dump, same turns in the same order")
-    pooled: dict[str, list[torch.Tensor]] = {"engine": [], "ensemble": []}
+    pooled: dict[str, list[torch.Tensor]] = {"engine": [], "ensemble": [], "engine - other (paired)": []}
     for i, p in enumerate(paths):
         d = torch.load(p)
         ok = (d["logits"].argmax(-1) == d["target"]).float()
@@ -108,6 +109,7 @@ def score(paths: list[str], others: list[str] | None) -> None:
                 raise SystemExit(f"score: {others[i]} is not on the turns of {p}")
             ens = ((d["logits"].softmax(-1) + o["logits"].softmax(-1)).argmax(-1) == d["target"]).float()
             pooled["ensemble"].append(ens)
+            pooled["engine - other (paired)"].append(ok - (o["logits"].argmax(-1) == o["target"]).float())
             line += f", other {float((o['logits'].argmax(-1) == o['target']).float().mean()):.3f}, ensemble {float(ens.mean()):.3f}"
         print(line)
     for name, oks in pooled.items():
