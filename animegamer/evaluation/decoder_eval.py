@@ -26,6 +26,7 @@ decoder's per-frame latents must be for the flow to read the true level.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -211,8 +212,6 @@ def run(args: argparse.Namespace) -> int:
     from animegamer.phases.adapt import find_cache_dir
     from animegamer.phases.decoder import CachedShots
     from animegamer.world.dataset import ShotDataset
-
-    import dataclasses
 
     from animegamer.models.diffusion import parse_level_fractions
 

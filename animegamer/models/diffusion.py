@@ -55,8 +55,8 @@ class DiffusionConfig:
     shared_noise_by_level: list[float] | None = None
     # The same fractions for SAMPLING only (training keeps shared_noise_by_level): a calibration chosen
     # per level on held-out shots so that the flow of the decoded pixels reads the level asked for
-    # (scripts/decoder_level_calibration.py). Each level's fraction acts only on shots drawn for that
-    # level. None = sample from the training prior.
+    # (`animegamer calibrate-levels`, evaluation/level_calibration.py). Each level's fraction acts only
+    # on shots drawn for that level. None = sample from the training prior.
     sampling_shared_noise_by_level: list[float] | None = None
     # how many video frames each latent frame packs in its channels (the kl2d autoencoder's temporal
     # ratio; 1 for an autoencoder that compresses time itself): the shared draw is per video frame
