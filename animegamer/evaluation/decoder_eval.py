@@ -211,9 +211,8 @@ def run(args: argparse.Namespace) -> int:
     from animegamer.models.shot_decoder import ShotDecoder
     from animegamer.phases.adapt import find_cache_dir
     from animegamer.phases.decoder import CachedShots
-    from animegamer.world.dataset import ShotDataset
-
     from animegamer.models.diffusion import parse_level_fractions
+    from animegamer.world.dataset import ShotDataset
 
     sigmas = parse_sigmas(args.latent_noise)  # bad input fails before any decoding
     try:

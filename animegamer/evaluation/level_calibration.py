@@ -51,9 +51,7 @@ def ensure_cache(template: Path, data: Path, split: str, n: int, out: Path):
     """The feature cache of the first ``n`` shots of ``split``, built (or resumed) with the encoders
     and settings recorded in ``template`` (a finished cache of the decoder run)."""
     from animegamer.models.autoencoder import ShotAutoencoder
-    from animegamer.models.reference_encoder import load_reference_encoder
-    from animegamer.models.text_encoder import TextEncoder, TextEncoderConfig
-    from animegamer.phases.decoder import CachedShots, build_cache
+    from animegamer.phases.decoder import CachedShots, build_cache, cache_encoders
     from animegamer.world.dataset import ShotDataset
 
     if not (template / "meta.json").is_file():
@@ -66,9 +64,7 @@ def ensure_cache(template: Path, data: Path, split: str, n: int, out: Path):
 
     def encoders() -> dict:
         ae = ShotAutoencoder.from_pretrained(meta["vae"]["path"]).float().eval().requires_grad_(False)
-        return {"tower": load_reference_encoder(Path(meta["clip"]["path"]), meta["reference_patch"] or 4,
-                                                meta.get("condition", "motion")),
-                "text": TextEncoder(TextEncoderConfig(path=meta["text_encoder"], n_text=meta["n_text"])), "ae": ae}
+        return cache_encoders(meta, ae)
 
     build_cache(shots, encoders, out, meta)
     return CachedShots(out)

@@ -58,7 +58,6 @@ def _pack(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from animegamer.game.pack import model_bytes, pack_model
-
     from animegamer.models.diffusion import parse_level_fractions
 
     try:

@@ -166,6 +166,17 @@ def _cache_meta(args: argparse.Namespace, split: str, n_text: int, limit: int | 
     }
 
 
+def cache_encoders(meta: dict, ae) -> dict:
+    """The frozen encoders a cache with this ``meta`` is built with (``build_cache``'s get_encoders):
+    the reference encoder, the motion-text encoder and the given autoencoder ``ae``."""
+    from animegamer.models.reference_encoder import load_reference_encoder
+    from animegamer.models.text_encoder import TextEncoder, TextEncoderConfig
+
+    return {"tower": load_reference_encoder(Path(meta["clip"]["path"]), meta["reference_patch"] or 4,
+                                            meta.get("condition", "motion")),
+            "text": TextEncoder(TextEncoderConfig(path=meta["text_encoder"], n_text=meta["n_text"])), "ae": ae}
+
+
 def _latent_source(latents_from: Path | None, meta: dict) -> Path | None:
     """A finished cache of the same shots and autoencoder whose latents can be reused, or None."""
     from animegamer.training.checkpoint import load_json
@@ -400,8 +411,6 @@ def run(args: argparse.Namespace) -> int:
     from animegamer.models.decoder import DecoderNet, decoder_preset
     from animegamer.models.diffusion import Denoiser, DiffusionConfig, collate_decoder
     from animegamer.models.shot_decoder import ShotDecoder
-    from animegamer.models.text_encoder import TextEncoder, TextEncoderConfig
-    from animegamer.models.reference_encoder import load_reference_encoder
     from animegamer.models.vision_tower import CONFIG_NAME as VT_CONFIG
     from animegamer.training.checkpoint import save_json_atomic
     from animegamer.training.cli import train_config_from_args
@@ -439,11 +448,9 @@ def run(args: argparse.Namespace) -> int:
     caches: dict[str, CachedShots] = {}
     encoders: dict = {}
 
-    def get_encoders() -> dict:
+    def get_encoders() -> dict:  # loaded once, for whichever split needs them first
         if not encoders:
-            encoders["tower"] = load_reference_encoder(clip_dir, args.reference_patch or 4, args.condition)
-            encoders["text"] = TextEncoder(TextEncoderConfig(path=args.text_encoder, n_text=n_text))
-            encoders["ae"] = ae
+            encoders.update(cache_encoders(_cache_meta(args, "train", n_text, None, clip_dir, vae_dir), ae))
         return encoders
 
     for split, shots, limit in todo:
