@@ -55,7 +55,11 @@ for g in 1 2; do
         --sheet "$OUT/sheet_val300_cfg${g}_cal.png" --out "$OUT/val300_cfg${g}_cal.json"
 done
 
-# In the game, beside the rows of docs/results/level_noise.md and level_calibration.md (reused when graded)
+# In the game, beside the rows of docs/results/level_noise.md and level_calibration.md (reused when graded;
+# their packs are made by the `model pack` commands those pages give)
+require "the model pack commands of docs/results/level_noise.md and level_calibration.md" \
+    "$RUNS/level_noise/model_cfg1" "$RUNS/level_noise/model_cfg2" "$RUNS/level_noise/model_cfg3" \
+    "$RUNS/level_noise/model_new_engine_old_decoder" "$RUNS/level_calib/model_cal" "$RUNS/model"
 "$AG" eval --sessions 12 --model "$RUNS/level_noise/model_cfg1" --out "$RUNS/level_noise/eval_game" \
     --ablation "level-matched, CFG 3=$RUNS/level_noise/model_cfg3" \
     --ablation "new engine, shipped decoder=$RUNS/level_noise/model_new_engine_old_decoder" \
