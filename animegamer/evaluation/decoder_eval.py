@@ -208,10 +208,10 @@ def run(args: argparse.Namespace) -> int:
     from animegamer.engine.world_sessions import resolve_decoder
     from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR, Evaluator
     from animegamer.training.checkpoint import save_json_atomic
+    from animegamer.models.diffusion import parse_level_fractions
     from animegamer.models.shot_decoder import ShotDecoder
     from animegamer.phases.adapt import find_cache_dir
     from animegamer.phases.decoder import CachedShots
-    from animegamer.models.diffusion import parse_level_fractions
     from animegamer.world.dataset import ShotDataset
 
     sigmas = parse_sigmas(args.latent_noise)  # bad input fails before any decoding

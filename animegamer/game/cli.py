@@ -47,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     help="sampler steps to store with the packed decoder (default: the decoder run's)")
     pk.add_argument("--sample-shared-noise", default=None, metavar="R1,...,R5",
                     help="per-level shared-noise fractions to SAMPLE with (a calibration measured by "
-                         "`animegamer calibrate-levels sweep`; default: the training fractions)")
+                         "`animegamer calibrate-levels sweep`; default: the decoder's own, else its training fractions)")
     pk.add_argument("--provenance", default=None, metavar="JSON",
                     help="a JSON file (e.g. the training commands and data seeds) copied into model.json")
     pk.set_defaults(func=_pack)
