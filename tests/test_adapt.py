@@ -131,15 +131,16 @@ def test_pack_makes_a_playable_fp16_model(runs, tmp_path):
     stored = ShotDecoder.from_pretrained(out / "shot_decoder").diffusion
     args = parser.parse_args(["model", "pack", "--engine", str(root / "engine"), "--decoder", str(root / "decoder"),
                               "--out", str(tmp_path / "cfg1"), "--guidance", "1", "--sample-steps", "3",
-                              "--sample-shared-noise", "0.999,0.99,0.9,0.5,0"])
+                              "--sample-shared-noise", "0.999,0.99,0.9,0.5,0", "--motion-guidance", "0.5"])
     assert args.func(args) == 0
     packed = ShotDecoder.from_pretrained(tmp_path / "cfg1" / "shot_decoder").diffusion
-    assert (packed.guidance, packed.steps) == (1.0, 3) and (stored.guidance, stored.steps) != (1.0, 3)
+    assert (packed.guidance, packed.steps, packed.motion_guidance) == (1.0, 3, 0.5)
+    assert (stored.guidance, stored.steps) != (1.0, 3) and stored.motion_guidance is None
     calibrated = [0.999, 0.99, 0.9, 0.5, 0.0]
     assert packed.sampling_shared_noise_by_level == calibrated and stored.sampling_shared_noise_by_level is None
     assert packed.shared_noise_by_level == stored.shared_noise_by_level  # the training prior is untouched
     assert json.loads((tmp_path / "cfg1" / "model.json").read_text())["sampler_override"] == {
-        "guidance": 1.0, "steps": 3, "sampling_shared_noise_by_level": calibrated}
+        "guidance": 1.0, "motion_guidance": 0.5, "steps": 3, "sampling_shared_noise_by_level": calibrated}
     bad = parser.parse_args(["model", "pack", "--engine", str(root / "engine"), "--decoder", str(root / "decoder"),
                              "--out", str(out), "--sample-shared-noise", "0.9,1.5"])
     with pytest.raises(SystemExit, match="--sample-shared-noise: .*5 values in"):
@@ -174,6 +175,9 @@ def test_eval_decoder_grades_true_s_a(runs, tmp_path):
     assert set(by_level) == {"1", "2", "3", "4", "5"} and sum(m["decodes"] for m in by_level.values()) == 4
     assert all(m["decoded"] > 0 for m in by_level.values() if m["decodes"])
     assert sum(m["true"] is not None for m in by_level.values()) >= 1  # the true shots' own motion
+    per_true = r["by_true_level"]  # the same columns split by each shot's true level
+    assert sum(m["shots"] for m in per_true.values()) == 2
+    assert sum(m["shots"] * m["acc_f"] for m in per_true.values() if m["shots"]) / 2 == pytest.approx(r["acc_f"])
     bad = parser.parse_args(["eval-decoder", "--decoder", str(root / "decoder"), "--data", str(runs["world"]),
                              "--latent-noise", "0,-1"])
     with pytest.raises(SystemExit, match="standard deviations >= 0"):
@@ -213,11 +217,11 @@ def test_calibrate_levels_measures_each_levels_candidates_and_feeds_pack(runs, t
     template = next((root / "decoder" / "cache").glob("val_*"))
     grid = {1: [0.99, 0.5], 2: [0.9, 0.3], 3: [0.5], 4: [0.2, 0.6], 5: [0.0, 0.4]}
 
-    def sweep(decoder, grid_text: str, out: str):
+    def sweep(decoder, grid_text: str, out: str, *extra: str):
         return parser.parse_args(["calibrate-levels", "sweep", "--decoder", str(decoder), "--data", str(runs["world"]),
                                   "--template-cache", str(template), "--cache", str(tmp_path / "cache"),
                                   "--split", "train", "--n", "6", "--guidance", "1", "--no-progress",
-                                  "--grid", grid_text, "--out", str(tmp_path / out)])
+                                  "--grid", grid_text, "--out", str(tmp_path / out), *extra])
 
     args = sweep(tmp_path / "lm", ";".join(f"{k}:{','.join(map(str, rs))}" for k, rs in grid.items()), "cal.json")
     assert args.func(args) == 0
@@ -243,6 +247,28 @@ def test_calibrate_levels_measures_each_levels_candidates_and_feeds_pack(runs, t
     bad = sweep(tmp_path / "lm", "0:0.5", "x.json")
     with pytest.raises(SystemExit, match="--grid levels are 1..5"):
         bad.func(bad)
+
+    # on the engine's PREDICTED s_a (closed loop over the sessions whose shots are all cached), under
+    # a sampler with the frame-to-frame guidance apart
+    from animegamer.engine.data import load_sessions
+    from animegamer.phases.adapt import shot_rows
+    from animegamer.phases.decoder import CachedShots
+
+    sessions = root / "engine" / "sessions" / "train"
+    full_grid = "1:0.99;2:0.9;3:0.5;4:0.2;5:0.0"
+    args = sweep(tmp_path / "lm", full_grid, "pred.json", "--engine", str(root / "engine"), "--sessions", str(sessions),
+                 "--motion-guidance", "1")
+    args.guidance = 2.0
+    assert args.func(args) == 0
+    p = json.loads((tmp_path / "pred.json").read_text())
+    rows = shot_rows(CachedShots(tmp_path / "cache"), runs["world"])
+    covered = [rows[d["shot"]] for s in load_sessions(sessions)[0] if all(d["shot"] in rows for d in s) for d in s]
+    assert covered and sorted(row["shot"] for row in p["rows"]) == sorted(covered)  # each covered shot, once
+    assert p["s_a"] == "predicted" and p["shots"] == len(covered) and p["motion_guidance"] == 1.0
+    assert p["guidance"] == 2.0 and (tmp_path / "pred_predicted").is_dir()  # the predictions are kept
+    half = sweep(tmp_path / "lm", full_grid, "x.json", "--engine", str(root / "engine"))
+    with pytest.raises(SystemExit, match="--engine and --sessions go together"):
+        half.func(half)
 
 
 def test_latent_visual_reference_trains_decoder_and_engine(runs, tmp_path):

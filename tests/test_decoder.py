@@ -15,8 +15,8 @@ from animegamer.models.action_encoder import ActionEncoder, ActionEncoderConfig,
 from animegamer.models.autoencoder import ShotAutoencoder, autoencoder_config
 from animegamer.models.decoder import DecoderConfig, DecoderNet, decoder_preset
 from animegamer.models.diffusion import (
-    DecoderBatch, Denoiser, DiffusionConfig, collate_decoder, draw_noise, frame_differences, guidance_at,
-    parse_level_fractions, sample, v_target,
+    DecoderBatch, Denoiser, DiffusionConfig, collate_decoder, draw_noise, frame_differences, frame_mean,
+    guidance_at, guided_velocity, parse_level_fractions, sample, v_target,
 )
 from animegamer.models.shot_decoder import ShotDecoder, frames_from_uint8, frames_to_uint8
 
@@ -284,6 +284,30 @@ def test_sampling_prior_calibrates_each_level_apart_from_training(tmp_path):
     with pytest.raises(ValueError, match="--x: .*5 values"):
         parse_level_fractions("0.9,0.5", "--x")
     assert parse_level_fractions("0.99,0.9,0.5,0.2,0", "--x") == train_prior
+
+
+def test_motion_guidance_scales_only_what_differs_between_frames():
+    g = torch.Generator().manual_seed(0)
+    v_c, v_u = torch.randn(2, 3, 8, 2, 2, generator=g), torch.randn(2, 3, 8, 2, 2, generator=g)  # 3 x 4 frames
+    plain = v_u + 2.0 * (v_c - v_u)
+    assert torch.equal(guided_velocity(v_c, v_u, 2.0, None, 4), plain)
+    assert torch.allclose(guided_velocity(v_c, v_u, 2.0, 2.0, 4), plain, atol=1e-6)
+    split = guided_velocity(v_c, v_u, 2.0, 1.0, 4)
+    # what all frames share is guided as plain CFG; what differs from frame to frame is the conditional's own
+    assert torch.allclose(frame_mean(split, 4), frame_mean(plain, 4), atol=1e-6)
+    assert torch.allclose(split - frame_mean(split, 4), v_c - frame_mean(v_c, 4), atol=1e-6)
+    # the mean is over VIDEO frames: a latent frame packs 4 of them in its channels
+    x = torch.arange(3 * 4, dtype=torch.float32).reshape(1, 3, 4, 1, 1).repeat_interleave(2, dim=2)  # video frame t = t
+    assert torch.allclose(frame_mean(x, 4), torch.full_like(x, 5.5))
+    with pytest.raises(ValueError, match="motion_guidance must be >= 0"):
+        DiffusionConfig(motion_guidance=-1.0)
+    # in the sampler: the same as plain CFG when both scales agree, another shot when they do not
+    dec = tiny_shot_decoder()
+    s_a = torch.randn(1, dec.config.n_tokens, dec.config.d_cond, generator=g)
+    shot = lambda mg: dec.sample_latents(s_a, 3, torch.Generator().manual_seed(1)) if mg == "config" else \
+        sample(dec.net, s_a, torch.tensor([3]), torch.Generator().manual_seed(1), dec.diffusion, motion_guidance=mg)
+    assert torch.allclose(shot(2.0), shot("config"), atol=1e-5)
+    assert not torch.allclose(shot(0.0), shot("config"), atol=1e-3)
 
 
 def test_dynamic_cfg_ramps_to_guidance():

@@ -12,6 +12,8 @@ error, see ``latent_errors``), and the same accuracy when the decoder is given a
 level (true + 2, wrapped): if the motion level steers the motion, accuracy against the true level
 drops there. ``--sheet FILE.png``: the first decoded shots beside their ground truth.
 
+``by_true_level``: ACC-F, CLIP-I, character and place of the shots of each true level apart.
+
 ``latent_motion_by_level``: does the decoder's motion follow the level it is asked for? For each
 requested level (the true one and the wrong one), the mean frame-to-frame change of the decoded
 latents itself (``latent_motion``, on the scale of ``latent_frame_sigma``) beside that of the true
@@ -57,6 +59,7 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
     decoded_levels = [0] * 5  # how often each level is measured on the decoded pixels (all 1 = nothing moves)
     confusion = [[0] * 5 for _ in range(5)]  # [true level - 1][level measured on the decoded pixels - 1]
     motion = {lv: {"decoded": [], "true": []} for lv in range(1, 6)}  # latent motion per requested level
+    by_level = {lv: {"acc_f": [], "clip_i": [], "character": [], "place": []} for lv in range(1, 6)}  # per true level
     for i in tqdm(range(n), desc="decode true s_a", disable=not progress, dynamic_ncols=True):
         item = cache[i]
         row = rows[int(cache.tensors["index"][i])]
@@ -80,6 +83,7 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
         decoded_levels[measured - 1] += 1
         confusion[level - 1][measured - 1] += 1
         out["acc_f"].append(float(measured == level))
+        by_level[level]["acc_f"].append(float(measured == level))
         out["acc_f_wrong_level"].append(float(motion_level_from_pixels(wrong, quant)[0] == level))
         true = frames_of(row)
         for k, v in pixel_scores(*align_clips(gen, true)).items():
@@ -92,16 +96,21 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
                 out["action"].append(float(evaluator.actions.predict(gen) == row["motion"]))
             eg, et = evaluator.embed_frames(gen), evaluator.embed_frames(true)
             out["clip_i"].append(float((eg * et).sum(-1).mean()))
+            by_level[level]["clip_i"].append(out["clip_i"][-1])
             shot = evaluator.shot_embedding(eg)
             for p in probes(row):
                 if p.attribute in ("character", "place"):
                     out[p.attribute].append(float(evaluator.answer(shot, p) == p.answer))
+                    by_level[level][p.attribute].append(out[p.attribute][-1])
     return {"shots": n, "steps": steps or decoder.diffusion.steps,
             "guidance": guidance if guidance is not None else decoder.diffusion.guidance,
             "decoded_level_counts": decoded_levels, "level_confusion": confusion,
             **{k: (float(np.mean(v)) if v else None) for k, v in out.items()},
             "latent_motion_by_level": {str(lv): {k: (float(np.mean(v)) if v else None) for k, v in m.items()}
                                        | {"decodes": len(m["decoded"])} for lv, m in motion.items()},
+            # are the pictures lost at some levels more than at others?
+            "by_true_level": {str(lv): {"shots": len(m["acc_f"])} | {k: (float(np.mean(v)) if v else None)
+                                                                    for k, v in m.items()} for lv, m in by_level.items()},
             **({"_shots": kept} if keep else {})}
 
 
@@ -225,6 +234,8 @@ def run(args: argparse.Namespace) -> int:
     decoder = ShotDecoder.from_pretrained(resolve_decoder(args.decoder))
     if fractions is not None:
         decoder.diffusion = dataclasses.replace(decoder.diffusion, sampling_shared_noise_by_level=fractions)
+    if args.motion_guidance is not None:
+        decoder.diffusion = dataclasses.replace(decoder.diffusion, motion_guidance=args.motion_guidance)
     cache = CachedShots(args.cache or find_cache_dir(Path(args.decoder), "val"))
     shots = ShotDataset(args.data, cache.meta["split"])
     by_shot = {r["shot"]: i for i, r in enumerate(shots.rows)}
@@ -242,7 +253,8 @@ def run(args: argparse.Namespace) -> int:
     if args.sheet:
         report["sheet"] = str(decoded_sheet(report.pop("_shots"), frames_of, args.sheet))
     report.update({"decoder": str(args.decoder), "evaluator": str(ev_path) if ev_path else None,
-                   "sampling_shared_noise_by_level": decoder.diffusion.sampling_shared_noise_by_level})
+                   "sampling_shared_noise_by_level": decoder.diffusion.sampling_shared_noise_by_level,
+                   "motion_guidance": decoder.diffusion.motion_guidance})
     print(json.dumps(report, indent=1))
     if args.out:
         save_json_atomic(report, args.out)
@@ -262,6 +274,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--guidance", type=float, default=None, help="CFG scale (default: the decoder's own)")
     p.add_argument("--sample-shared-noise", default=None, metavar="R1,...,R5",
                    help="per-level shared-noise fractions to sample with (default: the decoder's own)")
+    p.add_argument("--motion-guidance", type=float, default=None,
+                   help="CFG scale of the frame-to-frame part of the guidance (default: the decoder's own)")
     p.add_argument("--sheet", default=None, help="PNG contact sheet: decoded shots (left) beside the truth (right)")
     p.add_argument("--sheet-shots", type=int, default=8, help="shots on the contact sheet (default: %(default)s)")
     p.add_argument("--latent-noise", default=None, metavar="S1,S2,...",

@@ -19,6 +19,12 @@ the template, a cache of the decoder run), then writes per shot and candidate th
 and level, per level each candidate's accuracy and mean flow, and the chosen fractions (best
 accuracy; ties go to the fraction nearest the training one) as ``pack_argument``, the value for
 ``model pack --sample-shared-noise``. ``cache`` only builds such a cache (for ``eval-decoder --cache``).
+
+``--engine RUN --sessions RUN/sessions/test``: calibrate on the engine's PREDICTED s_a instead, as
+the game gives them to the decoder (closed loop over the split's engine sessions whose every shot
+is in the cache, each decoded at its shot's true level). Fractions chosen on the true s_a need not
+suit the game: predicted s_a are smoother, and under guidance their shots move differently.
+``--motion-guidance`` calibrates under that sampler setting (``DiffusionConfig.motion_guidance``).
 """
 from __future__ import annotations
 
@@ -71,9 +77,11 @@ def ensure_cache(template: Path, data: Path, split: str, n: int, out: Path):
 
 
 def calibrate(decoder, cache, grid: dict[int, list[float]], guidance: float | None = None, seed: int = 0,
-              progress: bool = True) -> dict[str, Any]:
+              progress: bool = True, predicted: dict[int, Any] | None = None) -> dict[str, Any]:
     """Decode every cached shot whose level is in ``grid`` at each of that level's candidate sampling
-    fractions (the others kept) and read its level from the pixels; see the module doc."""
+    fractions (the others kept) and read its level from the pixels; see the module doc. ``predicted``
+    (cache row -> the engine's s_a (N, D) for that shot) decodes those instead of the true s_a, and
+    only the shots it covers."""
     import numpy as np
     import torch
     from tqdm.auto import tqdm
@@ -89,7 +97,8 @@ def calibrate(decoder, cache, grid: dict[int, list[float]], guidance: float | No
     start = list(trained.sampling_shared_noise_by_level or base)  # what the levels not in the grid keep
     quant = MotionQuantizer.load()
     levels = [int(cache[i]["motion_level"]) for i in range(len(cache))]
-    todo = [(i, r) for i in range(len(cache)) if levels[i] in grid for r in grid[levels[i]]]
+    todo = [(i, r) for i in range(len(cache)) if levels[i] in grid and (predicted is None or i in predicted)
+            for r in grid[levels[i]]]
     rows = []
     try:
         for i, r in tqdm(todo, desc="calibrate levels", disable=not progress, dynamic_ncols=True):
@@ -98,12 +107,15 @@ def calibrate(decoder, cache, grid: dict[int, list[float]], guidance: float | No
             decoder.diffusion = dataclasses.replace(
                 trained, sampling_shared_noise_by_level=[r if j == k - 1 else x for j, x in enumerate(start)])
             with torch.no_grad():
-                s_a = decoder.net.action_encoder(item["f_md"][None], item["f_v"][None])  # (1, N, D)
+                s_a = (decoder.net.action_encoder(item["f_md"][None], item["f_v"][None]) if predicted is None
+                       else predicted[i][None].float())  # (1, N, D)
                 lat = decoder.sample_latents(s_a, k, torch.Generator().manual_seed(seed + i), guidance=guidance)
             measured, flow = motion_level_from_pixels(frames_to_uint8(decoder.decode_latents(lat))[0], quant)
             rows.append({"shot": i, "level": k, "r": r, "measured": measured, "flow": flow})
     finally:
         decoder.diffusion = trained
+    if predicted is not None:
+        levels = [k if i in predicted else 0 for i, k in enumerate(levels)]  # count only the shots decoded
     per_level: dict[str, Any] = {}
     chosen = list(start)
     for k, rs in sorted(grid.items()):
@@ -120,11 +132,35 @@ def calibrate(decoder, cache, grid: dict[int, list[float]], guidance: float | No
                              "training_fraction": base[k - 1]}
     weights = [levels.count(k) for k in sorted(grid)]
     best_acc = [max(per_level[str(k)].get("accuracy", {"-": 0.0}).values()) for k in sorted(grid)]
-    return {"shots": len(cache), "guidance": guidance if guidance is not None else trained.guidance,
+    return {"shots": sum(k > 0 for k in levels), "s_a": "true" if predicted is None else "predicted",
+            "guidance": guidance if guidance is not None else trained.guidance, "motion_guidance": trained.motion_guidance,
             "thresholds": list(quant.thresholds), "training_fractions": base, "per_level": per_level,
             "chosen": chosen, "pack_argument": ",".join(f"{r:g}" for r in chosen),
             "accuracy_at_chosen": float(np.average(best_acc, weights=weights)) if sum(weights) else None,
             "rows": rows}
+
+
+def predicted_s_a(engine_run: str | Path, sessions_dir: Path, cache, data: Path, out: Path,
+                  progress: bool = True) -> dict[int, Any]:
+    """cache row -> the engine's closed-loop s_a (N, D) for that shot, over the engine sessions (of the
+    cache's split) whose every shot is in the cache: what the decoder is given in the game. The
+    predictions are kept in ``out`` (resumable, reused when there)."""
+    from animegamer.engine.data import load_sessions
+    from animegamer.engine.model import load_engine, resolve_engine
+    from animegamer.phases.adapt import check_same_world, predict_sessions, shot_rows
+
+    if not sessions_dir.is_dir():
+        raise SystemExit(f"calibrate-levels: --sessions {sessions_dir} is not an engine-sessions directory")
+    check_same_world(sessions_dir, cache, data)
+    rows = shot_rows(cache, data)
+    sessions = [s for s in load_sessions(sessions_dir)[0] if all(d["shot"] in rows for d in s)]
+    if not sessions:
+        raise SystemExit(f"calibrate-levels: no session of {sessions_dir} has all its shots in the cache "
+                         f"(are they of the split {cache.meta['split']!r}, and is --n large enough?)")
+    engine = load_engine(resolve_engine(engine_run))
+    engine.merge_lora(True)  # predict only
+    pred = predict_sessions(engine, sessions, out, closed_loop=True, progress=progress, desc="engine predicts")
+    return {rows[shot]: pred["s_a"][j] for j, shot in enumerate(pred["shot"])}
 
 
 def run_sweep(args: argparse.Namespace) -> int:
@@ -135,12 +171,23 @@ def run_sweep(args: argparse.Namespace) -> int:
     from animegamer.models.shot_decoder import ShotDecoder
 
     grid = parse_grid(args.grid)  # bad input fails before anything loads
+    if bool(args.engine) != bool(args.sessions):
+        raise SystemExit("calibrate-levels: --engine and --sessions go together (the engine predicts s_a over the sessions)")
     if args.threads:
         torch.set_num_threads(args.threads)
     decoder = ShotDecoder.from_pretrained(resolve_decoder(args.decoder))
+    if args.motion_guidance is not None:  # calibrate the levels under the sampler they will be played with
+        decoder.diffusion = dataclasses.replace(decoder.diffusion, motion_guidance=args.motion_guidance)
     cache = ensure_cache(Path(args.template_cache), Path(args.data), args.split, args.n, Path(args.cache))
-    report = calibrate(decoder, cache, grid, args.guidance, args.seed, progress=not args.no_progress)
-    report = {"decoder": str(args.decoder), "split": args.split, **report}
+    predicted = None
+    if args.engine:
+        predicted = predicted_s_a(args.engine, Path(args.sessions), cache, Path(args.data),
+                                  Path(args.predictions or Path(args.out).with_suffix("").as_posix() + "_predicted"),
+                                  progress=not args.no_progress)
+    report = calibrate(decoder, cache, grid, args.guidance, args.seed, progress=not args.no_progress,
+                       predicted=predicted)
+    report = {"decoder": str(args.decoder), "split": args.split,
+              **({"engine": str(args.engine), "sessions": str(args.sessions)} if args.engine else {}), **report}
     write_json(args.out, report)
     print(json.dumps({k: v for k, v in report.items() if k != "rows"}, indent=1))
     return 0
@@ -171,6 +218,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     common(s, "test", 200)
     s.add_argument("--grid", required=True, metavar="K:R,R;K:R,...", help="candidate fractions per level")
     s.add_argument("--guidance", type=float, default=None, help="CFG scale (default: the decoder's own)")
+    s.add_argument("--motion-guidance", type=float, default=None,
+                   help="CFG scale of the frame-to-frame part of the guidance (default: the decoder's own)")
+    s.add_argument("--engine", default=None, help="calibrate on this engine's PREDICTED s_a (closed loop over "
+                   "--sessions) instead of the true s_a: what the decoder is given in the game")
+    s.add_argument("--sessions", default=None, help="engine sessions of --split (with --engine), e.g. "
+                   "ENGINE_RUN/sessions/test; those whose every shot is in the cache are used")
+    s.add_argument("--predictions", default=None, help="where the predicted s_a are kept (default: next to --out)")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--threads", type=int, default=None)
     s.add_argument("--no-progress", action="store_true")

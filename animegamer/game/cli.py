@@ -43,6 +43,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     pk.add_argument("--fp32", action="store_true", help="keep fp32 weights (default: fp16, half the size)")
     pk.add_argument("--guidance", type=float, default=None,
                     help="CFG scale to store with the packed decoder (default: the decoder run's)")
+    pk.add_argument("--motion-guidance", type=float, default=None,
+                    help="CFG scale of the frame-to-frame part of the guidance, apart from --guidance "
+                         "(default: the decoder run's; none = plain CFG)")
     pk.add_argument("--sample-steps", type=int, default=None,
                     help="sampler steps to store with the packed decoder (default: the decoder run's)")
     pk.add_argument("--sample-shared-noise", default=None, metavar="R1,...,R5",
@@ -67,7 +70,8 @@ def _pack(args: argparse.Namespace) -> int:
         raise SystemExit(f"model pack: {e}") from None
     prov = json.loads(Path(args.provenance).read_text()) if args.provenance else None
     out = pack_model(args.engine, args.decoder, args.out, fp16=not args.fp32, provenance=prov,
-                     guidance=args.guidance, sample_steps=args.sample_steps, sampling_shared_noise=fractions)
+                     guidance=args.guidance, sample_steps=args.sample_steps, sampling_shared_noise=fractions,
+                     motion_guidance=args.motion_guidance)
     print(f"model written to {out} ({model_bytes(out) / 1e6:.1f} MB)")
     return 0
 

@@ -29,12 +29,14 @@ def _metrics(run_dir: Path) -> dict[str, Any]:
 
 def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: bool = True,
                provenance: dict[str, Any] | None = None, guidance: float | None = None,
-               sample_steps: int | None = None, sampling_shared_noise: list[float] | None = None) -> Path:
+               sample_steps: int | None = None, sampling_shared_noise: list[float] | None = None,
+               motion_guidance: float | None = None) -> Path:
     """Copy the engine and shot decoder of two runs into one model directory (see module doc).
 
     ``guidance`` / ``sample_steps`` replace the sampler settings stored with the decoder (a measured
     quality / speed trade-off, e.g. ``eval-decoder --guidance``); ``sampling_shared_noise`` is the
-    per-level noise prior to sample from (a calibration, ``DiffusionConfig.sampling_shared_noise_by_level``).
+    per-level noise prior to sample from (a calibration, ``DiffusionConfig.sampling_shared_noise_by_level``);
+    ``motion_guidance`` the CFG scale of the frame-to-frame part of the guidance.
     model.json records them."""
     from animegamer.engine.model import load_engine, resolve_engine, save_engine
     from animegamer.engine.world_sessions import resolve_decoder
@@ -47,6 +49,8 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
     sampler = {}
     if guidance is not None:
         sampler["guidance"] = guidance
+    if motion_guidance is not None:
+        sampler["motion_guidance"] = motion_guidance
     if sample_steps is not None:
         sampler["steps"] = sample_steps
     if sampling_shared_noise is not None:

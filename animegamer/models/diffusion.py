@@ -41,6 +41,12 @@ class DiffusionConfig:
     # sampling defaults (a measured speed / quality trade-off; see models/benchmark_decoder.py)
     steps: int = 6
     guidance: float = 3.0
+    # CFG scale for the part of the guidance direction that differs between a shot's video frames
+    # (its motion), apart from the part all frames share (the picture): None = ``guidance`` for both,
+    # plain CFG. Guidance that sharpens the picture also amplifies frame-to-frame differences, which
+    # the flow reads as motion; 1 leaves the motion to the conditional model alone while the picture
+    # is still guided (see ``guided_velocity``).
+    motion_guidance: float | None = None
     dynamic_cfg: bool = False
     sampler: str = "dpmpp"
     autocast: bool = False  # bf16 autocast while sampling (CPU AMX / GPU); fp32 when False
@@ -79,6 +85,8 @@ class DiffusionConfig:
             raise ValueError(f"DiffusionConfig.steps must be >= 1, got {self.steps}")
         if self.guidance < 0:
             raise ValueError(f"DiffusionConfig.guidance must be >= 0, got {self.guidance}")
+        if self.motion_guidance is not None and self.motion_guidance < 0:
+            raise ValueError(f"DiffusionConfig.motion_guidance must be >= 0 or None, got {self.motion_guidance}")
         if not 0.0 <= self.shared_noise < 1.0:
             raise ValueError(f"DiffusionConfig.shared_noise must be in [0, 1), got {self.shared_noise}")
         for name in ("shared_noise_by_level", "sampling_shared_noise_by_level"):
@@ -209,6 +217,30 @@ def frame_differences(x: torch.Tensor, frame_groups: int = 1) -> torch.Tensor:
     return frames[:, 1:] - frames[:, :-1]
 
 
+def frame_mean(x: torch.Tensor, frame_groups: int = 1) -> torch.Tensor:
+    """The mean over VIDEO frames of latents (B, F, g*C, h, w) packing g frames each, repeated on every
+    frame (same shape): the part of ``x`` that all frames share. ``x - frame_mean(x)`` is what differs
+    from frame to frame."""
+    b, f, gc, h, w = x.shape
+    if gc % frame_groups:
+        raise ValueError(f"latent channels {gc} not divisible by frame_groups {frame_groups}")
+    frames = x.reshape(b, f * frame_groups, gc // frame_groups, h, w)  # channel = j*C + c (pack_time)
+    return frames.mean(1, keepdim=True).expand_as(frames).reshape(b, f, gc, h, w)
+
+
+def guided_velocity(v_c: torch.Tensor, v_u: torch.Tensor, guidance: float, motion_guidance: float | None,
+                    frame_groups: int = 1) -> torch.Tensor:
+    """Classifier-free guidance of predictions (B, F, C', h, w): v_u + guidance * (v_c - v_u) when
+    ``motion_guidance`` is None. Otherwise the guidance direction is split into its mean over video
+    frames, scaled by ``guidance``, and its frame-to-frame remainder, scaled by ``motion_guidance``
+    (with 1 that remainder is exactly the conditional prediction's own)."""
+    d = v_c - v_u
+    if motion_guidance is None:
+        return v_u + guidance * d
+    shared = frame_mean(d, frame_groups)
+    return v_u + guidance * shared + motion_guidance * (d - shared)
+
+
 def v_target(x0: torch.Tensor, noise: torch.Tensor, alphas_cumprod_t: torch.Tensor) -> torch.Tensor:
     """v = sqrt(a) * eps - sqrt(1 - a) * x0 (Salimans & Ho 2022), a = alpha_bar_t per sample (B,)."""
     a = alphas_cumprod_t.reshape(-1, *([1] * (x0.dim() - 1))).to(x0.dtype)
@@ -308,15 +340,19 @@ def sample(
     dynamic_cfg: bool | None = None,
     sampler: str | None = None,
     autocast: bool = False,
+    motion_guidance: float | None = None,
 ) -> torch.Tensor:
     """Draw latents for s_a (B, N, D): returns RAW autoencoder latents (B, F, C', h, w).
 
-    guidance <= 1 skips the unconditional branch (one forward per step instead of a batch of 2).
+    ``motion_guidance`` (default: the config's) scales the frame-to-frame part of the guidance
+    apart from ``guidance`` (``guided_velocity``). Both <= 1 skip the unconditional branch (one
+    forward per step instead of a batch of 2).
     The initial noise is drawn on the CPU from ``generator`` so results match across devices.
     """
     steps = steps or config.steps
     guidance = config.guidance if guidance is None else guidance
     dynamic_cfg = config.dynamic_cfg if dynamic_cfg is None else dynamic_cfg
+    motion_guidance = config.motion_guidance if motion_guidance is None else motion_guidance
     device = s_a.device
     b = s_a.shape[0]
     sched = make_scheduler(config, sampler)
@@ -329,7 +365,7 @@ def sample(
     x = draw_noise((b, *net.config.latent_shape), config.sampling_prior(), generator,
                    motion_level=motion_level if net.config.use_motion_level else None)
     x = (x * sched.init_noise_sigma).to(device)  # (B, F, C', h, w)
-    use_cfg = guidance > 1.0 or dynamic_cfg
+    use_cfg = guidance > 1.0 or dynamic_cfg or (motion_guidance is not None and motion_guidance > 1.0)
     cond = s_a
     # The motion level enters BOTH branches (it is part of the timestep embedding, not of s_a):
     # guidance extrapolates s_a only, the null branch is E_a(zeros) as in the paper.
@@ -347,6 +383,6 @@ def sample(
         if use_cfg:
             v_c, v_u = v.chunk(2)
             w = guidance_at(i, steps, guidance, dynamic_cfg)
-            v = v_u + w * (v_c - v_u)  # (B, F, C', h, w)
+            v = guided_velocity(v_c, v_u, w, motion_guidance, config.noise_frame_groups)  # (B, F, C', h, w)
         x = sched.step(v, t, x).prev_sample
     return x / config.latent_scale + config.latent_shift  # (B, F, C', h, w)

@@ -77,7 +77,7 @@ def check_same_world(sessions_dir: Path, cache, world_dir: str | Path) -> None:
         seeds["engine sessions"] = (load_json(meta).get("build") or {}).get("world_seed")
     known = {k: v for k, v in seeds.items() if v is not None}
     if len(set(known.values())) > 1:
-        raise SystemExit("train adapt: the engine sessions, the decoder cache and --data must come from the same world, "
+        raise SystemExit("the engine sessions, the decoder cache and --data must come from the same world, "
                          "got world seeds " + ", ".join(f"{k} {v}" for k, v in known.items())
                          + f" (sessions: {sessions_dir}; pass --sessions with the engine sessions of --data's world)")
 
