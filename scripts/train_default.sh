@@ -108,16 +108,20 @@ mkdir -p "$RUNS/evaluator_pack"  # what ships as animegamer/weights/evaluator
 cp "$RUNS/evaluator/final/vision_tower/"* "$RUNS/evaluator_pack/"
 rm -rf "$RUNS/evaluator_pack/action_classifier" && cp -r "$RUNS/action/final/action_classifier" "$RUNS/evaluator_pack/"
 
-# The sampling noise prior per motion level, chosen on 200 held-out TEST shots (the reports use val
-# shots): docs/results/level_calibration.md. About 10 minutes.
-[[ -f "$RUNS/level_calibration.json" ]] || "$AG" calibrate-levels sweep --decoder "$RUNS/adapt" --data "$DATA/big" \
-    --template-cache "$RUNS/decoder_lm/cache/val_64" --cache "$RUNS/level_calibration_cache" --split test --n 200 \
-    --guidance 2 --grid "1:0.998,0.9995,0.9999;2:0.99,0.995,0.998;3:0.9,0.95,0.98;4:0.4,0.45,0.5,0.65,0.8;5:0,0.2,0.4" \
-    --threads 2 --no-progress --out "$RUNS/level_calibration.json"
+# The sampling noise prior per motion level, chosen on the engine's PREDICTED s_a of the 40 held-out
+# TEST sessions whose 200 shots are cached (the reports use val shots and other worlds), under CFG 2
+# with the frame-to-frame part of the guidance at 1: docs/results/motion_guidance.md. About 10 minutes.
+[[ -f "$RUNS/level_calibration_predicted.json" ]] || "$AG" calibrate-levels sweep --decoder "$RUNS/adapt" \
+    --data "$DATA/big" --template-cache "$RUNS/decoder_lm/cache/val_64" --cache "$RUNS/level_calibration_cache" \
+    --split test --n 200 --guidance 2 --motion-guidance 1 --engine "$ENGINE" \
+    --sessions "$RUNS/engine_more2/sessions/test" --predictions "$RUNS/level_calibration_predictions" \
+    --grid "1:0.998,0.9995,0.9999;2:0.98,0.99,0.995,0.998;3:0.9,0.95,0.98;4:0.5,0.65,0.8;5:0,0.3" \
+    --threads 2 --no-progress --out "$RUNS/level_calibration_predicted.json"
 CAL="$("$ROOT/.venv/bin/python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["pack_argument"])' \
-    "$RUNS/level_calibration.json")"
+    "$RUNS/level_calibration_predicted.json")"
 # CFG 2: docs/results/level_noise.md
-"$AG" model pack --engine "$ENGINE" --decoder "$RUNS/adapt" --out "$RUNS/model" --guidance 2 --sample-shared-noise "$CAL"
+"$AG" model pack --engine "$ENGINE" --decoder "$RUNS/adapt" --out "$RUNS/model" --guidance 2 --motion-guidance 1 \
+    --sample-shared-noise "$CAL"
 "$AG" model pack --engine "$ENGINE" --decoder "$RUNS/decoder_lm" --out "$RUNS/model_no_adapt"
 "$AG" eval --sessions 12 --model "$RUNS/model" --evaluator "$RUNS/evaluator_pack" --out "$RUNS/eval" \
     --window-ablation 1 --ablation "without adaptation=$RUNS/model_no_adapt" --threads 2
