@@ -232,10 +232,9 @@ def run(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     decoder = ShotDecoder.from_pretrained(resolve_decoder(args.decoder))
-    if fractions is not None:
-        decoder.diffusion = dataclasses.replace(decoder.diffusion, sampling_shared_noise_by_level=fractions)
-    if args.motion_guidance is not None:
-        decoder.diffusion = dataclasses.replace(decoder.diffusion, motion_guidance=args.motion_guidance)
+    overrides = {k: v for k, v in (("sampling_shared_noise_by_level", fractions),
+                                   ("motion_guidance", args.motion_guidance)) if v is not None}
+    decoder.diffusion = dataclasses.replace(decoder.diffusion, **overrides)
     cache = CachedShots(args.cache or find_cache_dir(Path(args.decoder), "val"))
     shots = ShotDataset(args.data, cache.meta["split"])
     by_shot = {r["shot"]: i for i, r in enumerate(shots.rows)}

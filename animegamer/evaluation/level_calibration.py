@@ -96,9 +96,9 @@ def calibrate(decoder, cache, grid: dict[int, list[float]], guidance: float | No
         raise SystemExit("calibrate-levels: not a level-matched decoder (train it with --shared-noise-by-level)")
     start = list(trained.sampling_shared_noise_by_level or base)  # what the levels not in the grid keep
     quant = MotionQuantizer.load()
-    levels = [int(cache[i]["motion_level"]) for i in range(len(cache))]
-    todo = [(i, r) for i in range(len(cache)) if levels[i] in grid and (predicted is None or i in predicted)
-            for r in grid[levels[i]]]
+    # each shot's level; 0 for a shot not decoded here (no prediction for it), so it is never counted
+    levels = [int(cache[i]["motion_level"]) if predicted is None or i in predicted else 0 for i in range(len(cache))]
+    todo = [(i, r) for i in range(len(cache)) if levels[i] in grid for r in grid[levels[i]]]
     rows = []
     try:
         for i, r in tqdm(todo, desc="calibrate levels", disable=not progress, dynamic_ncols=True):
@@ -114,8 +114,6 @@ def calibrate(decoder, cache, grid: dict[int, list[float]], guidance: float | No
             rows.append({"shot": i, "level": k, "r": r, "measured": measured, "flow": flow})
     finally:
         decoder.diffusion = trained
-    if predicted is not None:
-        levels = [k if i in predicted else 0 for i, k in enumerate(levels)]  # count only the shots decoded
     per_level: dict[str, Any] = {}
     chosen = list(start)
     for k, rs in sorted(grid.items()):

@@ -204,16 +204,22 @@ def draw_noise(shape: tuple[int, ...], config: DiffusionConfig, generator: torch
     return x.to(device)
 
 
+def video_frames(x: torch.Tensor, frame_groups: int = 1) -> torch.Tensor:
+    """Latents (B, F, g*C, h, w) packing g video frames each -> one latent per VIDEO frame
+    (B, F*g, C, h, w), a view in the packing order of autoencoder.pack_time (channel = j*C + c)."""
+    b, f, gc, h, w = x.shape
+    if gc % frame_groups:
+        raise ValueError(f"latent channels {gc} not divisible by frame_groups {frame_groups}")
+    return x.reshape(b, f * frame_groups, gc // frame_groups, h, w)
+
+
 def frame_differences(x: torch.Tensor, frame_groups: int = 1) -> torch.Tensor:
     """Differences between consecutive VIDEO frames of latents (B, F, g*C, h, w) packing g frames each.
 
     Returns (B, F*g - 1, C, h, w). The kl2d autoencoder's first latent frame holds g copies of video
     frame 0 (autoencoder.pack_time), so their differences are the copies' disagreement.
     """
-    b, f, gc, h, w = x.shape
-    if gc % frame_groups:
-        raise ValueError(f"latent channels {gc} not divisible by frame_groups {frame_groups}")
-    frames = x.reshape(b, f * frame_groups, gc // frame_groups, h, w)  # channel = j*C + c (pack_time)
+    frames = video_frames(x, frame_groups)
     return frames[:, 1:] - frames[:, :-1]
 
 
@@ -221,11 +227,8 @@ def frame_mean(x: torch.Tensor, frame_groups: int = 1) -> torch.Tensor:
     """The mean over VIDEO frames of latents (B, F, g*C, h, w) packing g frames each, repeated on every
     frame (same shape): the part of ``x`` that all frames share. ``x - frame_mean(x)`` is what differs
     from frame to frame."""
-    b, f, gc, h, w = x.shape
-    if gc % frame_groups:
-        raise ValueError(f"latent channels {gc} not divisible by frame_groups {frame_groups}")
-    frames = x.reshape(b, f * frame_groups, gc // frame_groups, h, w)  # channel = j*C + c (pack_time)
-    return frames.mean(1, keepdim=True).expand_as(frames).reshape(b, f, gc, h, w)
+    frames = video_frames(x, frame_groups)
+    return frames.mean(1, keepdim=True).expand_as(frames).reshape(x.shape)
 
 
 def guided_velocity(v_c: torch.Tensor, v_u: torch.Tensor, guidance: float, motion_guidance: float | None,
