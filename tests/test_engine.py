@@ -146,6 +146,29 @@ def test_training_step_lowers_loss(sessions):
     assert losses[-1] < 0.7 * losses[0], losses
 
 
+def test_history_levels_are_learnt_where_they_are_read(sessions):
+    """history_level_weight adds the CE of each history turn's level, read at that turn's <ML> tag
+    (the next token is its value): the target-turn loss is unchanged and 0 switches it off."""
+    e = make_engine(history_level_weight=0.5)
+    b = batch_of(e, sessions)
+    hl = b.history_levels  # one row per history turn of every sample
+    assert hl.shape == (int((b.n_turns - 1).sum()), 3) and hl.shape[0] > 0
+    assert sorted(set(hl[:, 0].tolist())) == [i for i, n in enumerate(b.n_turns.tolist()) if n > 1]
+    ml_tag, values = e.vocab["<ML>"], e.builder.vocab
+    for row, pos, cls in hl.tolist():
+        assert int(b.input_ids[row, pos]) == ml_tag
+        assert int(b.input_ids[row, pos + 1]) == values[f"<ML={FIELDS[0][2][cls]}>"]
+    with torch.no_grad():
+        loss, logs = e(b)
+        e.cfg.history_level_weight = 0.0
+        plain, plain_logs = e(b)
+        h = e._hidden(b)[0]
+        ce_hist = torch.nn.functional.cross_entropy(e.value_logits(h[hl[:, 0], hl[:, 1]], 0).float(), hl[:, 2])
+    assert float(loss) == pytest.approx(float(plain) + 0.5 * float(ce_hist), rel=1e-4)
+    assert logs["ce"] == pytest.approx(plain_logs["ce"]) and "ce_history_level" not in plain_logs
+    assert logs["ce_history_level"] == pytest.approx(float(ce_hist), rel=1e-4)
+
+
 def test_save_load_round_trip(tmp_path, sessions):
     e = make_engine()
     b = batch_of(e, sessions)

@@ -184,14 +184,17 @@ def test_train_engine_on_world_end_to_end(world, phase_a, tmp_path):
     assert h["gain"]["window_5_vs_0"]["cos_visual_z"]["n"] == 2  # the two held-out turns with history
     assert "cos_visual_z" in h["copy_previous"] and set(report["targets"]) == {"acc_motion_level", "mae_deltas"}
     # the level beside the world's lookup table, on the same held-out turns
-    from animegamer.world.level_ceiling import LevelTable
+    from animegamer.world.level_ceiling import AdditiveLevelModel, LevelTable
     ref = report["level_reference"]
     table = LevelTable(world.split_rows("train"))
     held_rows = world.split_rows("val") + world.split_rows("test")
     assert ref["turns"] == 4 and ref["engine"]["mean"] == pytest.approx(tf["acc_motion_level"])
     assert ref["table"]["mean"] == pytest.approx(sum(table.predict(r) == r["motion_level"] for r in held_rows) / 4)
     assert ref["engine_minus_table"]["mean"] == pytest.approx(ref["engine"]["mean"] - ref["table"]["mean"])
-    assert list(ref["per_world"].values())[0]["turns"] == 4
+    scene = AdditiveLevelModel(world.split_rows("train"))  # the reference that knows who acts and where
+    assert ref["scene"]["mean"] == pytest.approx(float((scene.predict(held_rows) == [r["motion_level"] for r in held_rows]).mean()))
+    assert ref["engine_minus_scene"]["mean"] == pytest.approx(ref["engine"]["mean"] - ref["scene"]["mean"])
+    assert list(ref["per_world"].values())[0]["turns"] == 4 and "scene" in list(ref["per_world"].values())[0]
     e = load_engine(out / "final")
     assert e.cfg.rep_norm and e.cfg.rep_tokens == N_TEXT + N_VISUAL and e.cfg.rep_dim == WIDTH
     torch.testing.assert_close(e.rep_mean, load_rep_stats(out / "sessions" / "train")[0])
@@ -234,3 +237,18 @@ def test_level_reference_skips_what_it_cannot_grade(world, tmp_path):
     wrong = test[0]["motion_level"] % 5 + 1
     assert "held-out" in level_reference([as_session(test)], [str(world.root)], [[0, 0, wrong, 1]])["skipped"]
     assert "not readable" in level_reference([as_session(test)], [str(tmp_path / "gone")], [[0, 0, 1, 1]])["skipped"]
+
+
+def test_level_ceiling_command_pools_worlds(world, capsys):
+    """`world level-ceiling --data A B`: the references are fit on the training turns of every world
+    given and scored on all their held-out turns; --train-subsets adds the scene model on subsets."""
+    from animegamer.cli import main
+
+    assert main(["world", "level-ceiling", "--data", str(world.root), str(world.root), "--train-subsets", "4,10000"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    n_train, n_held = len(world.split_rows("train")), len(world.split_rows("val") + world.split_rows("test"))
+    assert report["lookup_table"]["train_turns"] == report["train_turns"] == 2 * n_train
+    assert report["heldout_turns"] == 2 * n_held
+    for name in ("additive_verb_adverb_stamina_cast", "additive_with_characters_and_place"):
+        assert 0 <= report[name]["accuracy"] <= 1
+    assert list(report["additive_with_characters_and_place_by_training_turns"]) == ["4"]  # 10000 > what there is

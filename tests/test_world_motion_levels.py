@@ -53,3 +53,32 @@ def test_level_ceiling_lookup_table():
     assert r["majority_level_accuracy"] == pytest.approx(2 / 5)  # level 1 for everything
     with pytest.raises(ValueError):
         level_ceiling([], held)
+
+
+def test_additive_level_model_uses_who_acts_and_where():
+    """A level that depends on the character and the place beyond the verb: the additive model
+    with the scene features predicts it exactly; without them it cannot, and the table neither."""
+    import numpy as np
+    import pytest
+
+    from animegamer.world.level_ceiling import AdditiveLevelModel, additive_level_ceiling
+
+    rng = np.random.default_rng(0)
+    thresholds = [0.1, 0.2, 0.4, 0.8]
+
+    def row(verb, char, place):
+        flow = {"walk": 0.15, "run": 0.3}[verb] * {"Big": 2.0, "Small": 1.0}[char] * {"city": 1.3, "field": 0.7}[place]
+        return {"motion": verb, "adverb": "", "states_before": {"stamina": 50}, "characters": [char], "place": place,
+                "time": "day", "flow_magnitude": flow, "motion_level": 1 + int(np.searchsorted(thresholds, flow))}
+
+    combos = [(v, c, p) for v in ("walk", "run") for c in ("Big", "Small") for p in ("city", "field")]
+    train = [row(*combos[i]) for i in rng.integers(0, len(combos), 400)]
+    held = [row(*c) for c in combos]
+    truth = np.array([r["motion_level"] for r in held])
+    assert (AdditiveLevelModel(train, scene=True).predict(held) == truth).all()
+    assert (AdditiveLevelModel(train, scene=False).predict(held) == truth).mean() < 1
+    r = additive_level_ceiling(train, held)
+    assert r["additive_with_characters_and_place"]["accuracy"] == pytest.approx(1.0)
+    assert r["additive_verb_adverb_stamina_cast"]["accuracy"] < 1.0
+    with pytest.raises(ValueError):
+        additive_level_ceiling([], held)

@@ -20,7 +20,7 @@ On disk (``save_sessions`` / ``load_sessions``), version 1:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,8 @@ class EngineBatch:
     value_targets: torch.Tensor  # (B, 4) long class indices
     target_rep: torch.Tensor  # (B, N, D) float
     n_turns: torch.Tensor  # (B,) long: turns in the sample (history + 1)
+    # (K, 3) long: batch row, position of a history turn's <ML> tag, its true level class
+    history_levels: torch.Tensor = field(default_factory=lambda: torch.zeros(0, 3, dtype=torch.long))
 
     def to(self, device: torch.device | str) -> "EngineBatch":
         return EngineBatch(**{k: v.to(device) for k, v in self.__dict__.items()})
@@ -97,7 +99,7 @@ class EngineCollate:
         L = max(int(s.ids.shape[0]) for s in seqs)
         ids = torch.full((B, L), self.pad_id, dtype=torch.long)
         mask = torch.zeros(B, 1, L, L, dtype=torch.bool)
-        rep_index, reps, query_index = [], [], []
+        rep_index, reps, query_index, history_levels = [], [], [], []
         for b, s in enumerate(seqs):
             n = int(s.ids.shape[0])
             ids[b, :n] = s.ids
@@ -108,6 +110,8 @@ class EngineCollate:
                 reps.append(s.reps.reshape(-1, s.reps.shape[-1]))
             qp = torch.arange(s.query_start, s.query_start + N)
             query_index.append(torch.stack([torch.full_like(qp, b), qp], 1))
+            hp = s.history_level_positions
+            history_levels.append(torch.stack([torch.full_like(hp, b), hp, s.history_level_targets], 1))
         D = seqs[0].target_rep.shape[-1]
         return EngineBatch(
             input_ids=ids,
@@ -120,6 +124,7 @@ class EngineCollate:
             value_targets=torch.stack([s.value_targets for s in seqs]),
             target_rep=torch.stack([s.target_rep for s in seqs]).float(),
             n_turns=torch.tensor([1 + (0 if s.reps is None else s.reps.shape[0]) for s in seqs]),
+            history_levels=torch.cat(history_levels),
         )
 
 

@@ -193,43 +193,48 @@ def evaluate_engine(engine, sessions: list, windows: tuple[int, ...] | None = No
 
 
 def level_reference(sessions: list, worlds: list[str | None], levels_per_turn: list[list[int]]) -> dict[str, Any]:
-    """The motion level beside the world's lookup table (``world.level_ceiling``), on the same turns.
-
-    The level is quantised flow of the rendered pixels, so it also depends on what no instruction
-    says (camera, pose, timing): the table, fit on each world's training split, is what a
-    predictor that knows everything the engine is told reaches, and bounds what the engine can.
+    """The motion level beside two references fit on each world's training split
+    (``world.level_ceiling``), on the same turns: the lookup table (verb, adverb, tired stamina,
+    cast size) and the additive log-flow model that also knows who acts and where ("scene"). Both
+    use only what the engine is told; the scene model is the stronger, so it is the one to reach.
     ``worlds[i]``: the world dataset session i was built from (its engine-sessions build meta).
     Returns {"skipped": reason} when a world is not on disk or its rows do not match."""
     from animegamer.world.dataset import WorldDataset
-    from animegamer.world.level_ceiling import LevelTable
+    from animegamer.world.level_ceiling import AdditiveLevelModel, LevelTable
 
-    tables: dict[str, tuple[LevelTable, dict[tuple[int, int], dict[str, Any]]]] = {}
+    refs: dict[str, tuple[LevelTable, AdditiveLevelModel, dict[tuple[int, int], dict[str, Any]]]] = {}
     for w in sorted({w for w in worlds if w is not None}):
         try:
             world = WorldDataset(w)
         except (OSError, ValueError) as e:
             return {"skipped": f"world {w} not readable here: {e}"}
-        tables[w] = (LevelTable(world.split_rows("train")), {(int(r["session"]), int(r["turn"])): r for r in world.rows})
+        train = world.split_rows("train")
+        refs[w] = (LevelTable(train), AdditiveLevelModel(train),
+                   {(int(r["session"]), int(r["turn"])): r for r in world.rows})
     if None in worlds:
         return {"skipped": "some sessions do not name the world dataset they were built from"}
-    engine_ok, table_ok, per_world = [], [], {}
+    ok: dict[str, list[float]] = {"engine": [], "table": [], "scene": []}
+    per_world: dict[str, dict[str, float]] = {}
     for si, t, true, pred in levels_per_turn:
         w, d = worlds[si], sessions[si][t]
-        table, rows = tables[w]
+        table, scene, rows = refs[w]
         row = rows.get((int(d.get("session", -1)), int(d.get("turn", -1))))
         if row is None or int(row["motion_level"]) != true or row["split"] == "train":
             return {"skipped": f"session {si} turn {t} is not a held-out turn of {w} with this level"}
-        engine_ok.append(float(pred == true))
-        table_ok.append(float(table.predict(row) == true))
-        pw = per_world.setdefault(w, {"turns": 0, "engine": 0.0, "table": 0.0})
+        hits = {"engine": pred == true, "table": table.predict(row) == true,
+                "scene": int(scene.predict([row])[0]) == true}
+        pw = per_world.setdefault(w, {"turns": 0, **{k: 0.0 for k in ok}})
         pw["turns"] += 1
-        pw["engine"] += engine_ok[-1]
-        pw["table"] += table_ok[-1]
+        for k, hit in hits.items():
+            ok[k].append(float(hit))
+            pw[k] += float(hit)
     for pw in per_world.values():
-        pw["engine"] /= pw["turns"]
-        pw["table"] /= pw["turns"]
-    return {"turns": len(engine_ok), "engine": _mean_se(engine_ok), "table": _mean_se(table_ok),
-            "engine_minus_table": _mean_se([a - b for a, b in zip(engine_ok, table_ok)]), "per_world": per_world}
+        for k in ok:
+            pw[k] /= pw["turns"]
+    return {"turns": len(ok["engine"]), **{k: _mean_se(v) for k, v in ok.items()},
+            "engine_minus_table": _mean_se([a - b for a, b in zip(ok["engine"], ok["table"])]),
+            "engine_minus_scene": _mean_se([a - b for a, b in zip(ok["engine"], ok["scene"])]),
+            "per_world": per_world}
 
 
 def plot_history(report: dict[str, Any], path: str | Path) -> Path:
@@ -296,8 +301,12 @@ def format_summary(report: dict[str, Any]) -> str:
         e, t, d = ref["engine"], ref["table"], ref["engine_minus_table"]
         lines.append(f"  motion level on {ref['turns']} turns: engine {e['mean']:.3f} +- {e['se']:.3f}, "
                      f"world lookup table {t['mean']:.3f} +- {t['se']:.3f}, difference {d['mean']:+.3f} +- {d['se']:.3f}")
+        if "scene" in ref:  # reports written before 2026-11-25 have the table only
+            c, d = ref["scene"], ref["engine_minus_scene"]
+            lines.append(f"  the same turns, additive model with characters and place {c['mean']:.3f} +- {c['se']:.3f}, "
+                         f"engine minus it {d['mean']:+.3f} +- {d['se']:.3f}")
     elif ref:
-        lines.append(f"  motion level beside the lookup table: skipped ({ref['skipped']})")
+        lines.append(f"  motion level beside the world's references: skipped ({ref['skipped']})")
     return "\n".join(lines)
 
 

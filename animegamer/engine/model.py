@@ -56,6 +56,11 @@ class EngineConfig:
     lora_dropout: float = 0.0
     lora_targets: tuple[str, ...] = LORA_TARGETS
     alpha_mse: float = 1.0  # loss = CE + alpha_mse * MSE
+    # + history_level_weight * CE of the motion level at every HISTORY turn's <ML> tag. Each sample
+    # then teaches the level once per turn it holds, not only at its target turn (the level is one
+    # of four value fields, so at the target it weighs a quarter of the CE). Those positions see the
+    # history turn's TRUE s_a in its slots, not the learnt queries. 0 = the target turn only.
+    history_level_weight: float = 0.0
     window: int = 5  # history turns seen at play time
     slide: int = 1  # see sequence.select_window
     max_instruction_tokens: int = 64
@@ -76,6 +81,7 @@ class EngineConfig:
         checks = {
             "rep_tokens": self.rep_tokens >= 1, "rep_dim": self.rep_dim >= 1, "lora_rank": self.lora_rank >= 1,
             "alpha_mse": self.alpha_mse >= 0, "window": self.window >= 0,
+            "history_level_weight": self.history_level_weight >= 0,
             "slide": 1 <= self.slide <= max(self.window, 1),
             "max_instruction_tokens": self.max_instruction_tokens >= 1,
             "lora_dropout": 0 <= self.lora_dropout < 1,
@@ -270,6 +276,11 @@ class GameEngine(nn.Module):
     def hidden_states(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
         """Teacher-forced final hidden states: (B, N, H) at the current turn's query slots and
         (B, 4, H) at each field's opening tag (where its value is read)."""
+        h, hq, hv = self._hidden(batch)
+        return hq, hv
+
+    def _hidden(self, batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """As ``hidden_states``, with the whole (B, L, H) final hidden state first."""
         B = batch.input_ids.shape[0]
         N, D = self.cfg.rep_tokens, self.cfg.rep_dim
         x = self.embed(batch.input_ids)  # (B, L, H)
@@ -281,18 +292,23 @@ class GameEngine(nn.Module):
         x = x.index_put((qb, qp), self.queries.repeat(B, 1).to(x.dtype))  # current slots <- queries
         h = self._run(x, batch.attention_mask, batch.position_ids)  # (B, L, H)
         hv = h[torch.arange(B, device=h.device).unsqueeze(1), batch.value_positions]  # (B, 4, H)
-        return h[qb, qp].view(B, N, -1), hv
+        return h, h[qb, qp].view(B, N, -1), hv
 
     def _outputs(self, batch) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """As ``outputs``, with the predicted s_a in the engine's standardised space."""
-        hq, hv = self.hidden_states(batch)
+        pred, logits, _ = self._outputs_and_hidden(batch)
+        return pred, logits
+
+    def _outputs_and_hidden(self, batch) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor]:
+        h, hq, hv = self._hidden(batch)
         pred = self.out_resampler(hq)  # (B, N, D)
-        return pred, [self.value_logits(hv[:, f], f) for f in range(len(FIELDS))]  # (B, n_values) each
+        return pred, [self.value_logits(hv[:, f], f) for f in range(len(FIELDS))], h  # (B, n_values) each
 
     def forward(self, batch) -> tuple[torch.Tensor, dict[str, float]]:
         """loss = mean CE over the 4 value fields + alpha_mse * MSE(predicted s_a, target s_a), the
-        MSE (and the logged cosine) in the standardised space when ``cfg.rep_norm``."""
-        pred, all_logits = self._outputs(batch)
+        MSE (and the logged cosine) in the standardised space when ``cfg.rep_norm``; plus
+        history_level_weight * CE of the history turns' levels when that weight is set."""
+        pred, all_logits, h = self._outputs_and_hidden(batch)
         ces, logs = [], {}
         for f, (name, _, values) in enumerate(FIELDS):
             logits = all_logits[f]  # (B, n_values)
@@ -307,6 +323,13 @@ class GameEngine(nn.Module):
         target = self.normalize_rep(batch.target_rep.float())  # (B, N, D)
         mse = F.mse_loss(pred.float(), target)
         loss = ce + self.cfg.alpha_mse * mse
+        hl = batch.history_levels  # (K, 3): batch row, position of a history turn's <ML>, level class
+        if self.cfg.history_level_weight > 0 and hl.shape[0]:
+            hlog = self.value_logits(h[hl[:, 0], hl[:, 1]], 0).float()  # (K, 5)
+            ce_hist = F.cross_entropy(hlog, hl[:, 2])
+            loss = loss + self.cfg.history_level_weight * ce_hist
+            logs.update(ce_history_level=float(ce_hist.detach()),
+                        acc_history_level=float((hlog.argmax(-1) == hl[:, 2]).float().mean()))
         cos = F.cosine_similarity(pred.detach().float(), target, dim=-1).mean()
         logs.update(loss=float(loss.detach()), ce=float(ce.detach()), mse=float(mse.detach()), cos=float(cos))
         return loss, logs

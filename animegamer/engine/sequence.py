@@ -23,7 +23,7 @@ vocabulary (``SpecialVocab``), so instruction text cannot inject control tokens.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field as dataclass_field
 
 import torch
 
@@ -202,12 +202,16 @@ class SequenceBuilder:
         ids: list[int] = []
         rep_positions: list[int] = []
         reps: list[torch.Tensor] = []
+        level_positions: list[int] = []
+        level_classes: list[int] = []
         for turn in history:
             if turn.s_a is None:
                 raise ValueError(f"history turn {turn.instruction!r} has no s_a")
             t = self.encode_turn(turn, current=False)
             rep_positions += range(len(ids) + t.query_offset, len(ids) + t.query_offset + self.n_query)
             reps.append(turn.s_a)
+            level_positions.append(len(ids) + t.value_offsets[0])
+            level_classes.append(t.value_classes[0])
             ids += t.ids
         cur = self.encode_turn(target, current=True)
         base = len(ids)
@@ -220,6 +224,8 @@ class SequenceBuilder:
             value_positions=torch.tensor([base + o for o in cur.value_offsets], dtype=torch.long),
             value_targets=torch.tensor(cur.value_classes, dtype=torch.long),
             target_rep=target.s_a,
+            history_level_positions=torch.tensor(level_positions, dtype=torch.long),
+            history_level_targets=torch.tensor(level_classes, dtype=torch.long),
         )
 
 
@@ -234,6 +240,9 @@ class EngineSequence:
     value_positions: torch.Tensor  # (4,) long: <ML> <SC> <ET> <ST> of the current turn
     value_targets: torch.Tensor  # (4,) long class indices
     target_rep: torch.Tensor | None  # (N, D)
+    # each history turn's <ML> tag and its true level class (EngineConfig.history_level_weight)
+    history_level_positions: torch.Tensor = dataclass_field(default_factory=lambda: torch.zeros(0, dtype=torch.long))  # (H,)
+    history_level_targets: torch.Tensor = dataclass_field(default_factory=lambda: torch.zeros(0, dtype=torch.long))  # (H,)
 
 
 def attention_mask(n_new: int, past: int = 0, bidirectional: tuple[int, int] | None = None,

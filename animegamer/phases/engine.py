@@ -81,6 +81,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--alpha-mse", type=float, default=None,
                         help="loss = CE + ALPHA_MSE * MSE (default 1; also with --init). Lower weighs the motion "
                              "level and state tokens more against the s_a regression")
+    parser.add_argument("--history-level-weight", type=float, default=None,
+                        help="also learn the motion level at every history turn of a sample, weighted so "
+                             "(EngineConfig.history_level_weight; default 0: the target turn only)")
     parser.add_argument("--rep-tokens", type=int, default=None, help="N (synthetic only; data dirs carry it)")
     parser.add_argument("--rep-dim", type=int, default=None, help="D (synthetic only; data dirs carry it)")
     parser.add_argument("--llm-path", type=str, default=None, help="local LLM checkpoint for --preset paper")
@@ -156,7 +159,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         over: dict[str, Any] = {"seed": tcfg.seed, "rep_norm": not args.no_rep_norm}
         for key, val in (("window", args.window), ("lora_rank", args.lora_rank), ("alpha_mse", args.alpha_mse),
-                         ("backbone_path", args.llm_path), ("rep_tokens", args.rep_tokens), ("rep_dim", args.rep_dim)):
+                         ("history_level_weight", args.history_level_weight), ("backbone_path", args.llm_path),
+                         ("rep_tokens", args.rep_tokens), ("rep_dim", args.rep_dim)):
             if val is not None:
                 over[key] = val
         if args.lora_rank is not None:
@@ -177,7 +181,8 @@ def run(args: argparse.Namespace) -> int:
             raise SystemExit(f"train engine: --init {args.init} predicts {init_cfg.rep_tokens} x {init_cfg.rep_dim} "
                              f"s_a, the data has {cfg.rep_tokens} x {cfg.rep_dim}")
         # the init engine fixes the architecture; the play window and the loss weighting may change
-        keep = {k: v for k, v in (("window", args.window), ("alpha_mse", args.alpha_mse)) if v is not None}
+        keep = {k: v for k, v in (("window", args.window), ("alpha_mse", args.alpha_mse),
+                                   ("history_level_weight", args.history_level_weight)) if v is not None}
         cfg = EngineConfig.from_dict({**init_cfg.to_dict(), **keep})
         init_weights = load_safetensors(init_dir / ENGINE_WEIGHTS)
         print(f"[engine] initialised from {init_dir}")

@@ -62,8 +62,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_fit_levels)
 
     p = wsub.add_parser("level-ceiling", help="how well the motion level can be predicted from what the engine "
-                                              "is told (a lookup table fit on train, scored on val + test)")
-    p.add_argument("--data", required=True)
+                                              "is told (a lookup table and an additive log-flow model fit on "
+                                              "train, scored on val + test)")
+    p.add_argument("--data", required=True, nargs="+", help="one or more world datasets (pooled)")
+    p.add_argument("--train-subsets", type=lambda v: [int(x) for x in v.split(",") if x], default=[],
+                   metavar="N,N,..", help="also fit the scene model on random subsets of N training turns")
     p.set_defaults(func=_level_ceiling)
 
     p = wsub.add_parser("bench", help="shots per second rendered and annotated (flow included)")
@@ -152,11 +155,22 @@ def _fit_levels(args: argparse.Namespace) -> int:
 
 def _level_ceiling(args: argparse.Namespace) -> int:
     from animegamer.world.dataset import WorldDataset
-    from animegamer.world.level_ceiling import level_ceiling
+    import numpy as np
 
-    world = WorldDataset(args.data)
-    print(json.dumps(level_ceiling(world.split_rows("train"), world.split_rows("val") + world.split_rows("test")),
-                     indent=1))
+    from animegamer.world.level_ceiling import additive_level_ceiling, level_ceiling
+
+    train, held = [], []
+    for d in args.data:  # several worlds pool: the effects of characters and places are the same in each
+        world = WorldDataset(d)
+        train += world.split_rows("train")
+        held += world.split_rows("val") + world.split_rows("test")
+    report = {"lookup_table": level_ceiling(train, held), **additive_level_ceiling(train, held)}
+    if args.train_subsets:  # how much data the scene model needs: random training subsets (seed 0)
+        order = np.random.default_rng(0).permutation(len(train))
+        report["additive_with_characters_and_place_by_training_turns"] = {
+            n: additive_level_ceiling([train[i] for i in order[:n]], held)["additive_with_characters_and_place"]
+            for n in args.train_subsets if n <= len(train)}
+    print(json.dumps(report, indent=1))
     return 0
 
 
