@@ -276,7 +276,7 @@ class GameEngine(nn.Module):
     def hidden_states(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
         """Teacher-forced final hidden states: (B, N, H) at the current turn's query slots and
         (B, 4, H) at each field's opening tag (where its value is read)."""
-        h, hq, hv = self._hidden(batch)
+        _, hq, hv = self._hidden(batch)
         return hq, hv
 
     def _hidden(self, batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

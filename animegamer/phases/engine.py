@@ -82,7 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="loss = CE + ALPHA_MSE * MSE (default 1; also with --init). Lower weighs the motion "
                              "level and state tokens more against the s_a regression")
     parser.add_argument("--history-level-weight", type=float, default=None,
-                        help="also learn the motion level at every history turn of a sample, weighted so "
+                        help="also learn the motion level at every history turn of a sample, with this weight "
                              "(EngineConfig.history_level_weight; default 0: the target turn only)")
     parser.add_argument("--rep-tokens", type=int, default=None, help="N (synthetic only; data dirs carry it)")
     parser.add_argument("--rep-dim", type=int, default=None, help="D (synthetic only; data dirs carry it)")

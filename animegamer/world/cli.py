@@ -154,9 +154,9 @@ def _fit_levels(args: argparse.Namespace) -> int:
 
 
 def _level_ceiling(args: argparse.Namespace) -> int:
-    from animegamer.world.dataset import WorldDataset
     import numpy as np
 
+    from animegamer.world.dataset import WorldDataset
     from animegamer.world.level_ceiling import additive_level_ceiling, level_ceiling
 
     train, held = [], []
