@@ -67,9 +67,8 @@ def level_ceiling(train: list[dict[str, Any]], heldout: list[dict[str, Any]]) ->
 def level_features(row: dict[str, Any], scene: bool = True) -> list[str]:
     """One-hot feature names of a turn for ``AdditiveLevelModel``: the lookup table's key (verb x
     adverb, tired stamina, cast size per verb) and, with ``scene``, who acts and where."""
-    verb = row["motion"]
-    f = [f"verb*adverb={verb}|{row['adverb']}", f"tired={min(int(row['states_before']['stamina']), 30) // 5}",
-         f"cast*verb={len(row['characters'])}|{verb}"]
+    verb, adverb, tired, cast = level_key(row)  # the table's key, as one-hot effects
+    f = [f"verb*adverb={verb}|{adverb}", f"tired={tired}", f"cast*verb={cast}|{verb}"]
     if scene:
         f += [f"character={c}" for c in row["characters"]]
         f += [f"first*verb={row['characters'][0]}|{verb}", f"place={row['place']}",
