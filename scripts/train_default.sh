@@ -13,8 +13,9 @@
 # the one shipped on 2026-11-23 (commit d83767b), itself trained from the bare SmolLM2 by
 # `train engine --steps 1000` in that commit's scripts/train_default.sh. This script takes it from
 # git history when RUNS_DIR/engine_init is missing. Set ENGINE_INIT= to start from the bare
-# backbone instead (then give the engine more steps: it has 2800 behind it in the shipped model:
-# 1000 in the init engine, then 600 + 600 + 600 here, then 1200 on fresh sessions).
+# backbone instead (then give the engine more steps: it has 5800 behind it in the shipped model:
+# 1000 in the init engine, then 600 + 600 + 600 here, 1200 on fresh sessions, then 600 + 1200 on
+# other fresh sessions with the level taught at every turn).
 #
 # Since 2026-11-24 (late): the engine's last 1200 steps are on 2400 fresh sessions (seed 5000) that
 # no step saw before (docs/results/engine_fresh_data.md), and the decoder goes on for 1200 steps
@@ -23,6 +24,10 @@
 #
 # Since late on 2026-11-24: the packed decoder samples each motion level from a noise prior calibrated on
 # held-out shots (`calibrate-levels`; docs/results/level_calibration.md), not the training one.
+#
+# Since 2026-11-25: the engine goes on for 1800 steps with the level taught at every history turn
+# (engine_hist2; docs/results/engine_level_scene.md), and the packed decoder damps its level-1/2
+# shots' frame-to-frame flicker by a calibrated scale (docs/results/motion_scale.md). About 5.5 hours.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RUNS="$(mkdir -p "${1:-$ROOT/runs}" && cd "${1:-$ROOT/runs}" && pwd)"  # absolute: symlinks resolve from their own dir
@@ -83,7 +88,23 @@ done
 [[ -d "$RUNS/engine_extra/final" ]] || "$AG" train engine --preset default --data "$DATA/engine_extra" \
     --decoder "$RUNS/decoder_pre" --out "$RUNS/engine_extra" --init "$PREV" --steps 1200 --max-turns 3 --window 3 \
     --eval-sessions 30 --no-closed-loop --threads 1 $(resume "$RUNS/engine_extra") > "$RUNS/engine_extra.log" 2>&1
-ENGINE="$RUNS/engine_extra"
+# ... then 600 steps on another 2400 fresh sessions (seed 6000; docs/results/engine_level_pool.md), whose
+# sessions the last two runs train on with the level taught at every turn of a sample, not only at its
+# target (--history-level-weight 1): 600 steps from engine_extra, then 1200 more in another order
+# (--seed 1). docs/results/engine_level_scene.md; scripts/engine_history_levels.sh measures them.
+[[ -f "$DATA/engine_extra2/meta.json" ]] || "$AG" world render --sessions 2400 --turns 5 --seed 6000 \
+    --out "$DATA/engine_extra2"
+[[ -d "$RUNS/engine_extra2/final" ]] || "$AG" train engine --preset default --data "$DATA/engine_extra2" \
+    --decoder "$RUNS/decoder_pre" --out "$RUNS/engine_extra2" --init "$RUNS/engine_extra" --steps 600 --max-turns 3 \
+    --window 3 --eval-sessions 30 --no-closed-loop --threads 1 $(resume "$RUNS/engine_extra2") \
+    > "$RUNS/engine_extra2.log" 2>&1
+HIST=("$AG" train engine --preset default --data "$RUNS/engine_extra2/sessions/train" --max-turns 3 --window 3
+      --no-closed-loop --threads 1 --history-level-weight 1 --no-progress)
+[[ -d "$RUNS/engine_hist/final" ]] || "${HIST[@]}" --out "$RUNS/engine_hist" --init "$RUNS/engine_extra" \
+    --steps 600 $(resume "$RUNS/engine_hist") > "$RUNS/engine_hist.log" 2>&1
+[[ -d "$RUNS/engine_hist2/final" ]] || "${HIST[@]}" --out "$RUNS/engine_hist2" --init "$RUNS/engine_hist" \
+    --steps 1200 --seed 1 $(resume "$RUNS/engine_hist2") > "$RUNS/engine_hist2.log" 2>&1
+ENGINE="$RUNS/engine_hist2"
 [[ -z "${DEC_PID:-}" ]] || wait "$DEC_PID"
 
 # Phase a, last part: 1200 steps with the level-matched noise prior (E_a still frozen)
@@ -117,11 +138,20 @@ rm -rf "$RUNS/evaluator_pack/action_classifier" && cp -r "$RUNS/action/final/act
     --sessions "$RUNS/engine_more2/sessions/test" --predictions "$RUNS/level_calibration_predictions" \
     --grid "1:0.998,0.9995,0.9999;2:0.98,0.99,0.995,0.998;3:0.9,0.95,0.98;4:0.5,0.65,0.8;5:0,0.3" \
     --threads 2 --no-progress --out "$RUNS/level_calibration_predicted.json"
-CAL="$("$ROOT/.venv/bin/python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["pack_argument"])' \
-    "$RUNS/level_calibration_predicted.json")"
+pack_argument() { "$ROOT/.venv/bin/python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["pack_argument"])' "$1"; }
+CAL="$(pack_argument "$RUNS/level_calibration_predicted.json")"
 # CFG 2: docs/results/level_noise.md
+"$AG" model pack --engine "$ENGINE" --decoder "$RUNS/adapt" --out "$RUNS/model_unscaled" --guidance 2 \
+    --motion-guidance 1 --sample-shared-noise "$CAL"
+# No noise prior makes the network's level-1 shots calm: damp the frame-to-frame part of the sampled
+# latents at levels 1-2, on the same predicted s_a and the prior just chosen (docs/results/motion_scale.md)
+[[ -f "$RUNS/motion_scale_predicted.json" ]] || "$AG" calibrate-levels sweep --knob motion-scale \
+    --decoder "$RUNS/model_unscaled/shot_decoder" --data "$DATA/big" --template-cache "$RUNS/decoder_lm/cache/val_64" \
+    --cache "$RUNS/level_calibration_cache" --split test --n 200 --engine "$ENGINE" \
+    --sessions "$RUNS/engine_more2/sessions/test" --predictions "$RUNS/level_calibration_predictions" \
+    --grid "1:1,0.7,0.5,0.4;2:1,0.9,0.8,0.7" --threads 2 --no-progress --out "$RUNS/motion_scale_predicted.json"
 "$AG" model pack --engine "$ENGINE" --decoder "$RUNS/adapt" --out "$RUNS/model" --guidance 2 --motion-guidance 1 \
-    --sample-shared-noise "$CAL"
+    --sample-shared-noise "$CAL" --sample-motion-scale "$(pack_argument "$RUNS/motion_scale_predicted.json")"
 "$AG" model pack --engine "$ENGINE" --decoder "$RUNS/decoder_lm" --out "$RUNS/model_no_adapt"
 "$AG" eval --sessions 12 --model "$RUNS/model" --evaluator "$RUNS/evaluator_pack" --out "$RUNS/eval" \
     --window-ablation 1 --ablation "without adaptation=$RUNS/model_no_adapt" --threads 2

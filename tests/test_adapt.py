@@ -270,6 +270,40 @@ def test_calibrate_levels_measures_each_levels_candidates_and_feeds_pack(runs, t
     with pytest.raises(SystemExit, match="--engine and --sessions go together"):
         half.func(half)
 
+    # the motion scale instead of the noise prior: the decoder's calibrated prior is kept while it is swept
+    from animegamer.models.diffusion import parse_motion_scales
+
+    dec.diffusion = dataclasses.replace(dec.diffusion, sampling_shared_noise_by_level=p["chosen"])
+    dec.save_pretrained(tmp_path / "lm_cal")
+    args = sweep(tmp_path / "lm_cal", "1:1,0;2:1,0.5;3:1;4:1;5:1,2", "scale.json", "--knob", "motion-scale")
+    assert args.func(args) == 0
+    m = json.loads((tmp_path / "scale.json").read_text())
+    assert m["knob"] == "motion-scale" and m["sampling_shared_noise_by_level"] == p["chosen"]
+    assert {row["r"] for row in m["rows"] if row["level"] == 5} <= {1.0, 2.0} and len(m["rows"]) == sum(
+        {1: 2, 2: 2, 3: 1, 4: 1, 5: 2}[row_level] for row_level in levels.values())
+    assert parse_motion_scales(m["pack_argument"], "x") == m["chosen"]
+    for k in range(1, 6):  # a level without shots keeps 1 (no scaling); a tie leans to 1 too
+        lv = m["per_level"][str(k)]
+        assert lv["chosen"] == 1.0 or lv["accuracy"][str(lv["chosen"])] > lv["accuracy"]["1.0"]
+    bad = sweep(tmp_path / "lm_cal", "1:5", "x.json", "--knob", "motion-scale")
+    with pytest.raises(SystemExit, match="motion scales in \\[0, 4\\]"):
+        bad.func(bad)
+    from animegamer.game.cli import register as register_game
+
+    game_parser = argparse.ArgumentParser()
+    register_game(game_parser.add_subparsers(dest="command"))
+    packed = game_parser.parse_args(["model", "pack", "--engine", str(root / "engine"), "--decoder",
+                                     str(tmp_path / "lm_cal"), "--out", str(tmp_path / "scaled"),
+                                     "--sample-motion-scale", m["pack_argument"]])
+    assert packed.func(packed) == 0
+    stored = ShotDecoder.from_pretrained(tmp_path / "scaled" / "shot_decoder").diffusion
+    assert stored.sampling_motion_scale_by_level == m["chosen"] and stored.sampling_shared_noise_by_level == p["chosen"]
+    bad = game_parser.parse_args(["model", "pack", "--engine", str(root / "engine"), "--decoder",
+                                  str(tmp_path / "lm_cal"), "--out", str(tmp_path / "scaled"),
+                                  "--sample-motion-scale", "1,1"])
+    with pytest.raises(SystemExit, match="--sample-motion-scale: .*5 values"):
+        bad.func(bad)
+
 
 def test_latent_visual_reference_trains_decoder_and_engine(runs, tmp_path):
     """--visual-reference latent: f_v is the autoencoder's first-frame latent in patches; the engine's

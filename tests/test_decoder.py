@@ -16,7 +16,7 @@ from animegamer.models.autoencoder import ShotAutoencoder, autoencoder_config
 from animegamer.models.decoder import DecoderConfig, DecoderNet, decoder_preset
 from animegamer.models.diffusion import (
     DecoderBatch, Denoiser, DiffusionConfig, collate_decoder, draw_noise, frame_differences, frame_mean,
-    guidance_at, guided_velocity, parse_level_fractions, sample, v_target,
+    guidance_at, guided_velocity, parse_level_fractions, parse_motion_scales, sample, scale_motion, v_target,
 )
 from animegamer.models.shot_decoder import ShotDecoder, frames_from_uint8, frames_to_uint8
 
@@ -308,6 +308,38 @@ def test_motion_guidance_scales_only_what_differs_between_frames():
         sample(dec.net, s_a, torch.tensor([3]), torch.Generator().manual_seed(1), dec.diffusion, motion_guidance=mg)
     assert torch.allclose(shot(2.0), shot("config"), atol=1e-5)
     assert not torch.allclose(shot(0.0), shot("config"), atol=1e-3)
+
+
+def test_motion_scale_damps_the_frame_to_frame_part_of_each_levels_shots(tmp_path):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 8, 2, 2, generator=g)  # 3 latent frames x 4 video frames of 2 channels
+    assert torch.equal(scale_motion(x, torch.ones(2), 4), x)  # 1 is exactly no change
+    still = scale_motion(x, torch.tensor([0.0, 0.5]), 4)
+    assert torch.allclose(frame_differences(still[:1], 4), torch.zeros(1), atol=1e-6)  # every frame the mean
+    assert torch.allclose(still[1] - frame_mean(x, 4)[1], 0.5 * (x[1] - frame_mean(x, 4)[1]), atol=1e-6)
+    assert torch.allclose(frame_mean(still, 4), frame_mean(x, 4), atol=1e-6)  # the shared picture is kept
+    # in the sampler: only the shots drawn for a scaled level change, and the scale is stored with the decoder
+    dec = tiny_shot_decoder()
+    dec.diffusion = dataclasses.replace(dec.diffusion, noise_frame_groups=4)
+    s_a = torch.randn(1, dec.config.n_tokens, dec.config.d_cond, generator=g)
+    shot = lambda lv: dec.sample_latents(s_a, lv, torch.Generator().manual_seed(1))
+    before = {lv: shot(lv) for lv in (1, 2)}
+    dec.diffusion = dataclasses.replace(dec.diffusion, sampling_motion_scale_by_level=[0.0, 1, 1, 1, 1])
+    after = {lv: shot(lv) for lv in (1, 2)}
+    assert torch.equal(before[2], after[2])
+    assert torch.allclose(after[1], frame_mean(before[1], 4), atol=1e-5)
+    assert frame_differences(before[1], 4).abs().max() > 1e-2  # it did move before
+    dec.save_pretrained(tmp_path / "dec")
+    loaded = ShotDecoder.from_pretrained(tmp_path / "dec")
+    assert loaded.diffusion.sampling_motion_scale_by_level == [0.0, 1.0, 1.0, 1.0, 1.0]
+    assert torch.equal(loaded.sample_latents(s_a, 1, torch.Generator().manual_seed(1)), after[1])
+    with pytest.raises(ValueError, match="sampling_motion_scale_by_level must be 5 values"):
+        DiffusionConfig(sampling_motion_scale_by_level=[0.5, 1, 1, 1, -1])
+    with pytest.raises(ValueError, match="--x takes 5 comma-separated"):
+        parse_motion_scales("0.5,a", "--x")
+    with pytest.raises(ValueError, match="--x: .*5 values"):
+        parse_motion_scales("0.5,1", "--x")
+    assert parse_motion_scales("0.25,1,1,1,2", "--x") == [0.25, 1.0, 1.0, 1.0, 2.0]
 
 
 def test_dynamic_cfg_ramps_to_guidance():

@@ -217,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
     from animegamer.engine.world_sessions import resolve_decoder
     from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR, Evaluator
     from animegamer.training.checkpoint import save_json_atomic
-    from animegamer.models.diffusion import parse_level_fractions
+    from animegamer.models.diffusion import parse_level_fractions, parse_motion_scales
     from animegamer.models.shot_decoder import ShotDecoder
     from animegamer.phases.adapt import find_cache_dir
     from animegamer.phases.decoder import CachedShots
@@ -227,12 +227,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         fractions = (parse_level_fractions(args.sample_shared_noise, "--sample-shared-noise")
                      if args.sample_shared_noise is not None else None)
+        scales = (parse_motion_scales(args.sample_motion_scale, "--sample-motion-scale")
+                  if args.sample_motion_scale is not None else None)
     except ValueError as e:
         raise SystemExit(f"eval-decoder: {e}") from None
     if args.threads:
         torch.set_num_threads(args.threads)
     decoder = ShotDecoder.from_pretrained(resolve_decoder(args.decoder))
     overrides = {k: v for k, v in (("sampling_shared_noise_by_level", fractions),
+                                   ("sampling_motion_scale_by_level", scales),
                                    ("motion_guidance", args.motion_guidance)) if v is not None}
     decoder.diffusion = dataclasses.replace(decoder.diffusion, **overrides)
     cache = CachedShots(args.cache or find_cache_dir(Path(args.decoder), "val"))
@@ -253,6 +256,7 @@ def run(args: argparse.Namespace) -> int:
         report["sheet"] = str(decoded_sheet(report.pop("_shots"), frames_of, args.sheet))
     report.update({"decoder": str(args.decoder), "evaluator": str(ev_path) if ev_path else None,
                    "sampling_shared_noise_by_level": decoder.diffusion.sampling_shared_noise_by_level,
+                   "sampling_motion_scale_by_level": decoder.diffusion.sampling_motion_scale_by_level,
                    "motion_guidance": decoder.diffusion.motion_guidance})
     print(json.dumps(report, indent=1))
     if args.out:
@@ -275,6 +279,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="per-level shared-noise fractions to sample with (default: the decoder's own)")
     p.add_argument("--motion-guidance", type=float, default=None,
                    help="CFG scale of the frame-to-frame part of the guidance (default: the decoder's own)")
+    p.add_argument("--sample-motion-scale", default=None, metavar="S1,...,S5",
+                   help="per-level scale of the sampled latents' frame-to-frame part (default: the decoder's own)")
     p.add_argument("--sheet", default=None, help="PNG contact sheet: decoded shots (left) beside the truth (right)")
     p.add_argument("--sheet-shots", type=int, default=8, help="shots on the contact sheet (default: %(default)s)")
     p.add_argument("--latent-noise", default=None, metavar="S1,S2,...",

@@ -25,6 +25,11 @@ the game gives them to the decoder (closed loop over the split's engine sessions
 is in the cache, each decoded at its shot's true level). Fractions chosen on the true s_a need not
 suit the game: predicted s_a are smoother, and under guidance their shots move differently.
 ``--motion-guidance`` calibrates under that sampler setting (``DiffusionConfig.motion_guidance``).
+
+``--knob motion-scale``: the grid holds per-level scales of the sampled latents' frame-to-frame part
+(``DiffusionConfig.sampling_motion_scale_by_level``) instead, the noise prior kept as the decoder
+has it; ``pack_argument`` is then the value for ``model pack --sample-motion-scale``. No noise prior
+makes the network's level-1 shots calm (docs/results/motion_guidance.md); this damps their flicker.
 """
 from __future__ import annotations
 
@@ -35,8 +40,20 @@ from pathlib import Path
 from typing import Any
 
 
-def parse_grid(text: str) -> dict[int, list[float]]:
-    """"1:0.998,0.9995;5:0.4,0.2" -> {1: [0.998, 0.9995], 5: [0.4, 0.2]}; SystemExit on bad input."""
+# what a sweep can choose per level: the DiffusionConfig field it sets, the allowed candidates and
+# the value ties lean to (the decoder's training value, or no change)
+KNOBS = {"shared-noise": "sampling_shared_noise_by_level", "motion-scale": "sampling_motion_scale_by_level"}
+
+
+def parse_grid(text: str, knob: str = "shared-noise") -> dict[int, list[float]]:
+    """"1:0.998,0.9995;5:0.4,0.2" -> {1: [0.998, 0.9995], 5: [0.4, 0.2]}; SystemExit on bad input.
+    Candidates are shared-noise fractions in [0, 1), or with ``knob`` "motion-scale" motion scales in
+    [0, MAX_MOTION_SCALE]."""
+    from animegamer.models.diffusion import MAX_MOTION_SCALE
+
+    fractions = knob == "shared-noise"
+    valid = (lambda r: 0.0 <= r < 1.0) if fractions else (lambda r: 0.0 <= r <= MAX_MOTION_SCALE)
+    what = "fractions in [0, 1)" if fractions else f"motion scales in [0, {MAX_MOTION_SCALE:g}]"
     grid: dict[int, list[float]] = {}
     for part in filter(None, (p.strip() for p in text.split(";"))):
         level, _, values = part.partition(":")
@@ -44,9 +61,8 @@ def parse_grid(text: str) -> dict[int, list[float]]:
             k, rs = int(level), [float(v) for v in values.split(",")]
         except ValueError:
             raise SystemExit(f"calibrate-levels: --grid takes LEVEL:R,R;LEVEL:R,... got {part!r}") from None
-        if not 1 <= k <= 5 or not all(0.0 <= r < 1.0 for r in rs) or k in grid:
-            raise SystemExit(f"calibrate-levels: --grid levels are 1..5, each once, with fractions in [0, 1); "
-                             f"got {part!r}")
+        if not 1 <= k <= 5 or not all(valid(r) for r in rs) or k in grid:
+            raise SystemExit(f"calibrate-levels: --grid levels are 1..5, each once, with {what}; got {part!r}")
         grid[k] = rs
     if not grid:
         raise SystemExit("calibrate-levels: --grid is empty")
@@ -77,11 +93,13 @@ def ensure_cache(template: Path, data: Path, split: str, n: int, out: Path):
 
 
 def calibrate(decoder, cache, grid: dict[int, list[float]], guidance: float | None = None, seed: int = 0,
-              progress: bool = True, predicted: dict[int, Any] | None = None) -> dict[str, Any]:
+              progress: bool = True, predicted: dict[int, Any] | None = None,
+              knob: str = "shared-noise") -> dict[str, Any]:
     """Decode every cached shot whose level is in ``grid`` at each of that level's candidate sampling
     fractions (the others kept) and read its level from the pixels; see the module doc. ``predicted``
     (cache row -> the engine's s_a (N, D) for that shot) decodes those instead of the true s_a, and
-    only the shots it covers."""
+    only the shots it covers. ``knob`` "motion-scale" sweeps the per-level motion scale
+    (``DiffusionConfig.sampling_motion_scale_by_level``) instead, with the decoder's noise prior kept."""
     import numpy as np
     import torch
     from tqdm.auto import tqdm
@@ -91,10 +109,16 @@ def calibrate(decoder, cache, grid: dict[int, list[float]], guidance: float | No
     from animegamer.world.flow import MotionQuantizer
 
     trained = decoder.diffusion
-    base = list(trained.shared_noise_by_level or [])
-    if len(base) != 5 or not decoder.config.use_motion_level:
-        raise SystemExit("calibrate-levels: not a level-matched decoder (train it with --shared-noise-by-level)")
-    start = list(trained.sampling_shared_noise_by_level or base)  # what the levels not in the grid keep
+    field = KNOBS[knob]
+    if not decoder.config.use_motion_level:
+        raise SystemExit("calibrate-levels: this decoder takes no motion level")
+    if knob == "shared-noise":
+        base = list(trained.shared_noise_by_level or [])
+        if len(base) != 5:
+            raise SystemExit("calibrate-levels: not a level-matched decoder (train it with --shared-noise-by-level)")
+    else:
+        base = [1.0] * 5  # no scaling: a tie keeps the network's own motion
+    start = list(getattr(trained, field) or base)  # what the levels not in the grid keep
     quant = MotionQuantizer.load()
     # each shot's level; 0 for a shot not decoded here (no prediction for it), so it is never counted
     levels = [int(cache[i]["motion_level"]) if predicted is None or i in predicted else 0 for i in range(len(cache))]
@@ -105,7 +129,7 @@ def calibrate(decoder, cache, grid: dict[int, list[float]], guidance: float | No
             item, k = cache[i], levels[i]
             # the game's own sampling path, with level k's fraction replaced
             decoder.diffusion = dataclasses.replace(
-                trained, sampling_shared_noise_by_level=[r if j == k - 1 else x for j, x in enumerate(start)])
+                trained, **{field: [r if j == k - 1 else x for j, x in enumerate(start)]})
             with torch.no_grad():
                 s_a = (decoder.net.action_encoder(item["f_md"][None], item["f_v"][None]) if predicted is None
                        else predicted[i][None].float())  # (1, N, D)
@@ -127,12 +151,14 @@ def calibrate(decoder, cache, grid: dict[int, list[float]], guidance: float | No
         chosen[k - 1] = best
         per_level[str(k)] = {"shots": levels.count(k), "accuracy": {str(r): a for r, a in acc.items()},
                              "mean_flow": {str(r): f for r, f in flow.items()}, "chosen": best,
-                             "training_fraction": base[k - 1]}
+                             "neutral" if knob == "motion-scale" else "training_fraction": base[k - 1]}
     weights = [levels.count(k) for k in sorted(grid)]
     best_acc = [max(per_level[str(k)].get("accuracy", {"-": 0.0}).values()) for k in sorted(grid)]
-    return {"shots": sum(k > 0 for k in levels), "s_a": "true" if predicted is None else "predicted",
+    return {"knob": knob, "shots": sum(k > 0 for k in levels), "s_a": "true" if predicted is None else "predicted",
             "guidance": guidance if guidance is not None else trained.guidance, "motion_guidance": trained.motion_guidance,
-            "thresholds": list(quant.thresholds), "training_fractions": base, "per_level": per_level,
+            "sampling_shared_noise_by_level": trained.sampling_shared_noise_by_level,
+            "sampling_motion_scale_by_level": trained.sampling_motion_scale_by_level,
+            "thresholds": list(quant.thresholds), "training_fractions": trained.shared_noise_by_level, "per_level": per_level,
             "chosen": chosen, "pack_argument": ",".join(f"{r:g}" for r in chosen),
             "accuracy_at_chosen": float(np.average(best_acc, weights=weights)) if sum(weights) else None,
             "rows": rows}
@@ -168,7 +194,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     from animegamer.io_utils import write_json
     from animegamer.models.shot_decoder import ShotDecoder
 
-    grid = parse_grid(args.grid)  # bad input fails before anything loads
+    grid = parse_grid(args.grid, args.knob)  # bad input fails before anything loads
     if bool(args.engine) != bool(args.sessions):
         raise SystemExit("calibrate-levels: --engine and --sessions go together (the engine predicts s_a over the sessions)")
     if args.threads:
@@ -183,7 +209,7 @@ def run_sweep(args: argparse.Namespace) -> int:
                                   Path(args.predictions or Path(args.out).with_suffix("").as_posix() + "_predicted"),
                                   progress=not args.no_progress)
     report = calibrate(decoder, cache, grid, args.guidance, args.seed, progress=not args.no_progress,
-                       predicted=predicted)
+                       predicted=predicted, knob=args.knob)
     report = {"decoder": str(args.decoder), "split": args.split,
               **({"engine": str(args.engine), "sessions": str(args.sessions)} if args.engine else {}), **report}
     write_json(args.out, report)
@@ -214,7 +240,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     s = sub.add_parser("sweep", help="measure each level's candidate fractions and choose one")
     s.add_argument("--decoder", required=True, help="`train decoder` / `train adapt` run dir (or shot_decoder/)")
     common(s, "test", 200)
-    s.add_argument("--grid", required=True, metavar="K:R,R;K:R,...", help="candidate fractions per level")
+    s.add_argument("--grid", required=True, metavar="K:R,R;K:R,...", help="candidate values per level")
+    s.add_argument("--knob", choices=sorted(KNOBS), default="shared-noise",
+                   help="what the grid holds: shared-noise fractions (pack with --sample-shared-noise) or "
+                        "motion scales of the sampled latents (pack with --sample-motion-scale); the "
+                        "other is kept as the decoder has it (pass a packed model's shot_decoder/ to keep "
+                        "its calibration) (default: %(default)s)")
     s.add_argument("--guidance", type=float, default=None, help="CFG scale (default: the decoder's own)")
     s.add_argument("--motion-guidance", type=float, default=None,
                    help="CFG scale of the frame-to-frame part of the guidance (default: the decoder's own)")

@@ -51,6 +51,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     pk.add_argument("--sample-shared-noise", default=None, metavar="R1,...,R5",
                     help="per-level shared-noise fractions to SAMPLE with (a calibration measured by "
                          "`animegamer calibrate-levels sweep`; default: the decoder's own, else its training fractions)")
+    pk.add_argument("--sample-motion-scale", default=None, metavar="S1,...,S5",
+                    help="per-level scale of the sampled latents' frame-to-frame part (`animegamer "
+                         "calibrate-levels sweep --knob motion-scale`; default: the decoder's own, else 1)")
     pk.add_argument("--provenance", default=None, metavar="JSON",
                     help="a JSON file (e.g. the training commands and data seeds) copied into model.json")
     pk.set_defaults(func=_pack)
@@ -61,17 +64,19 @@ def _pack(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from animegamer.game.pack import model_bytes, pack_model
-    from animegamer.models.diffusion import parse_level_fractions
+    from animegamer.models.diffusion import parse_level_fractions, parse_motion_scales
 
     try:
         fractions = (parse_level_fractions(args.sample_shared_noise, "--sample-shared-noise")
                      if args.sample_shared_noise is not None else None)
+        scales = (parse_motion_scales(args.sample_motion_scale, "--sample-motion-scale")
+                  if args.sample_motion_scale is not None else None)
     except ValueError as e:
         raise SystemExit(f"model pack: {e}") from None
     prov = json.loads(Path(args.provenance).read_text()) if args.provenance else None
     out = pack_model(args.engine, args.decoder, args.out, fp16=not args.fp32, provenance=prov,
                      guidance=args.guidance, sample_steps=args.sample_steps, sampling_shared_noise=fractions,
-                     motion_guidance=args.motion_guidance)
+                     motion_guidance=args.motion_guidance, sampling_motion_scale=scales)
     print(f"model written to {out} ({model_bytes(out) / 1e6:.1f} MB)")
     return 0
 

@@ -30,14 +30,15 @@ def _metrics(run_dir: Path) -> dict[str, Any]:
 def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: bool = True,
                provenance: dict[str, Any] | None = None, guidance: float | None = None,
                sample_steps: int | None = None, sampling_shared_noise: list[float] | None = None,
-               motion_guidance: float | None = None) -> Path:
+               motion_guidance: float | None = None, sampling_motion_scale: list[float] | None = None) -> Path:
     """Copy the engine and shot decoder of two runs into one model directory (see module doc).
 
     ``guidance`` / ``sample_steps`` replace the sampler settings stored with the decoder (a measured
     quality / speed trade-off, e.g. ``eval-decoder --guidance``); ``sampling_shared_noise`` is the
     per-level noise prior to sample from (a calibration, ``DiffusionConfig.sampling_shared_noise_by_level``);
-    ``motion_guidance`` the CFG scale of the frame-to-frame part of the guidance.
-    model.json records them."""
+    ``motion_guidance`` the CFG scale of the frame-to-frame part of the guidance;
+    ``sampling_motion_scale`` the per-level scale of the sampled latents' frame-to-frame part
+    (``DiffusionConfig.sampling_motion_scale_by_level``). model.json records them."""
     from animegamer.engine.model import load_engine, resolve_engine, save_engine
     from animegamer.engine.world_sessions import resolve_decoder
     from animegamer.models.shot_decoder import ShotDecoder
@@ -57,6 +58,10 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
         if not dec.config.use_motion_level:
             raise ValueError(f"{decoder_dir} has no motion level: a per-level sampling prior would never be used")
         sampler["sampling_shared_noise_by_level"] = list(sampling_shared_noise)
+    if sampling_motion_scale is not None:
+        if not dec.config.use_motion_level:
+            raise ValueError(f"{decoder_dir} has no motion level: per-level motion scales would never be used")
+        sampler["sampling_motion_scale_by_level"] = list(sampling_motion_scale)
     if sampler:  # validated like any stored config: a bad value fails here, before anything is written
         dec.diffusion = dataclasses.replace(dec.diffusion, **sampler)
     n_eng, d_eng, n_dec, d_dec = eng.cfg.rep_tokens, eng.cfg.rep_dim, dec.config.n_tokens, dec.config.d_cond

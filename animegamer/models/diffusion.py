@@ -25,6 +25,7 @@ from torch import nn
 from animegamer.models.decoder import DecoderNet
 
 SAMPLERS = ("dpmpp", "ddim")
+MAX_MOTION_SCALE = 4.0  # sampling_motion_scale_by_level: beyond this a shot is noise, not motion
 
 
 @dataclass
@@ -64,6 +65,13 @@ class DiffusionConfig:
     # (`animegamer calibrate-levels`, evaluation/level_calibration.py). Each level's fraction acts only
     # on shots drawn for that level. None = sample from the training prior.
     sampling_shared_noise_by_level: list[float] | None = None
+    # SAMPLING only, per motion level 1..5: the sampled latents' frame-to-frame part (each video frame
+    # minus the shot's mean frame, ``frame_mean``) is scaled by this before the autoencoder. The
+    # network flickers at every level (docs/results/frame_diff.md): at level 1 its shots move 3-5
+    # times as much as a calm world shot, whatever the noise prior, and the flow reads level 2. A
+    # scale < 1 for level 1 damps that flicker toward the shot's mean picture; chosen on held-out
+    # shots like the fractions (`calibrate-levels sweep --knob motion-scale`). None = 1 everywhere.
+    sampling_motion_scale_by_level: list[float] | None = None
     # how many video frames each latent frame packs in its channels (the kl2d autoencoder's temporal
     # ratio; 1 for an autoencoder that compresses time itself): the shared draw is per video frame
     noise_frame_groups: int = 1
@@ -96,6 +104,12 @@ class DiffusionConfig:
                 if len(value) != 5 or not all(0.0 <= r < 1.0 for r in value):
                     raise ValueError(f"DiffusionConfig.{name} must be 5 values in [0, 1) (levels 1..5), got {value}")
                 setattr(self, name, value)
+        if self.sampling_motion_scale_by_level is not None:
+            value = [float(r) for r in self.sampling_motion_scale_by_level]
+            if len(value) != 5 or not all(0.0 <= r <= MAX_MOTION_SCALE for r in value):
+                raise ValueError("DiffusionConfig.sampling_motion_scale_by_level must be 5 values in "
+                                 f"[0, {MAX_MOTION_SCALE:g}] (levels 1..5), got {value}")
+            self.sampling_motion_scale_by_level = value
         if self.frame_diff_loss < 0:
             raise ValueError(f"DiffusionConfig.frame_diff_loss must be >= 0, got {self.frame_diff_loss}")
         if self.noise_frame_groups < 1:
@@ -158,6 +172,21 @@ def collate_decoder(items: list[dict[str, torch.Tensor]]) -> DecoderBatch:
         motion_level=torch.stack([torch.as_tensor(it["motion_level"]).long() for it in items]),
         s_a=torch.stack([it["s_a"] for it in items]) if "s_a" in items[0] else None,
     )
+
+
+def parse_motion_scales(text: str, option: str) -> list[float]:
+    """"S1,S2,S3,S4,S5" -> five per-level motion scales, checked by DiffusionConfig's rule.
+    Raises ValueError naming ``option`` (a CLI flag) when the text is not that."""
+    try:
+        values = [float(x) for x in text.split(",")]
+    except ValueError:
+        raise ValueError(f"{option} takes 5 comma-separated numbers in [0, {MAX_MOTION_SCALE:g}], "
+                         f"got {text!r}") from None
+    try:
+        DiffusionConfig(sampling_motion_scale_by_level=values)
+    except ValueError as e:
+        raise ValueError(f"{option}: {e}") from None
+    return values
 
 
 def parse_level_fractions(text: str, option: str) -> list[float]:
@@ -388,4 +417,15 @@ def sample(
             w = guidance_at(i, steps, guidance, dynamic_cfg)
             v = guided_velocity(v_c, v_u, w, motion_guidance, config.noise_frame_groups)  # (B, F, C', h, w)
         x = sched.step(v, t, x).prev_sample
+    if config.sampling_motion_scale_by_level is not None and motion_level is not None:
+        scale = torch.tensor(config.sampling_motion_scale_by_level, device=device)[motion_level[:b] - 1]  # (B,)
+        x = scale_motion(x, scale, config.noise_frame_groups)
     return x / config.latent_scale + config.latent_shift  # (B, F, C', h, w)
+
+
+def scale_motion(x: torch.Tensor, scale: torch.Tensor, frame_groups: int = 1) -> torch.Tensor:
+    """Latents (B, F, C', h, w) with their frame-to-frame part (``x - frame_mean(x)``) scaled by
+    ``scale`` (B,) per shot: 1 keeps ``x`` exactly, 0 gives every video frame the shot's mean frame."""
+    mean = frame_mean(x, frame_groups)
+    scale = scale.to(x).reshape(-1, 1, 1, 1, 1)  # (B, 1, 1, 1, 1)
+    return torch.where(scale == 1, x, mean + scale * (x - mean))
