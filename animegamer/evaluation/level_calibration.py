@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import Any
 
 
-# what a sweep can choose per level: the DiffusionConfig field it sets, the allowed candidates and
-# the value ties lean to (the decoder's training value, or no change)
+# what a sweep can choose per level -> the DiffusionConfig field it sets (ties lean to the training
+# fraction for shared-noise, to 1 = no change for motion-scale)
 KNOBS = {"shared-noise": "sampling_shared_noise_by_level", "motion-scale": "sampling_motion_scale_by_level"}
 
 
@@ -224,8 +224,8 @@ def run_cache(args: argparse.Namespace) -> int:
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("calibrate-levels", help="choose a level-matched decoder's sampling noise per level "
-                              "on held-out shots", description=__doc__,
+    p = subparsers.add_parser("calibrate-levels", help="choose a level-matched decoder's sampling noise (or motion "
+                              "scale) per level on held-out shots", description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="action", metavar="ACTION")
     sub.required = True

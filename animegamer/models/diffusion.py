@@ -67,8 +67,9 @@ class DiffusionConfig:
     sampling_shared_noise_by_level: list[float] | None = None
     # SAMPLING only, per motion level 1..5: the sampled latents' frame-to-frame part (each video frame
     # minus the shot's mean frame, ``frame_mean``) is scaled by this before the autoencoder. The
-    # network flickers at every level (docs/results/frame_diff.md): at level 1 its shots move 3-5
-    # times as much as a calm world shot, whatever the noise prior, and the flow reads level 2. A
+    # network flickers at every level (docs/results/frame_diff.md): its level-1 shots have a mean
+    # flow of 0.12-0.13 whatever the noise prior, over twice level 1's bound (0.054), so the flow reads
+    # level 2 (docs/results/motion_scale.md). A
     # scale < 1 for level 1 damps that flicker toward the shot's mean picture; chosen on held-out
     # shots like the fractions (`calibrate-levels sweep --knob motion-scale`). None = 1 everywhere.
     sampling_motion_scale_by_level: list[float] | None = None
