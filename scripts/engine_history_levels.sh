@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Experiment (2026-11-25, docs/results/engine_level_scene.md): teach the engine the motion level at
 # every turn of a training sample, not only at its target (EngineConfig.history_level_weight):
-#   - engine_hist: 600 steps from the shipped engine on world 6000's training sessions, with the data,
+#   - engine_hist: 600 steps from engine_extra (the engine shipped before it) on world 6000's training sessions, with the data,
 #     seed and steps of runs/engine_extra2 (docs/results/engine_level_pool.md), so the two pair batch
 #     for batch and differ only in the history levels;
 #   - engine_hist2: 1200 steps more from engine_hist, the same sessions in another order (--seed 1;
 #     the 600 steps above drew 1200 of the 25920 samples);
-#   - each engine's level on the 900 val and 1500 test turns of three worlds beside the shipped engine,
+#   - each engine's level on the 900 val and 1500 test turns of three worlds beside engine_extra,
 #     engine_extra2 and the world's references (scripts/engine_level_probe.py dump, teacher forced,
 #     window 3; scripts/engine_level_scene.py).
 #
