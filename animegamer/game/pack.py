@@ -54,14 +54,12 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
         sampler["motion_guidance"] = motion_guidance
     if sample_steps is not None:
         sampler["steps"] = sample_steps
-    if sampling_shared_noise is not None:
-        if not dec.config.use_motion_level:
-            raise ValueError(f"{decoder_dir} has no motion level: a per-level sampling prior would never be used")
-        sampler["sampling_shared_noise_by_level"] = list(sampling_shared_noise)
-    if sampling_motion_scale is not None:
-        if not dec.config.use_motion_level:
-            raise ValueError(f"{decoder_dir} has no motion level: per-level motion scales would never be used")
-        sampler["sampling_motion_scale_by_level"] = list(sampling_motion_scale)
+    for field, per_level in (("sampling_shared_noise_by_level", sampling_shared_noise),
+                             ("sampling_motion_scale_by_level", sampling_motion_scale)):
+        if per_level is not None:
+            if not dec.config.use_motion_level:
+                raise ValueError(f"{decoder_dir} has no motion level: a per-level {field} would never be used")
+            sampler[field] = list(per_level)
     if sampler:  # validated like any stored config: a bad value fails here, before anything is written
         dec.diffusion = dataclasses.replace(dec.diffusion, **sampler)
     n_eng, d_eng, n_dec, d_dec = eng.cfg.rep_tokens, eng.cfg.rep_dim, dec.config.n_tokens, dec.config.d_cond

@@ -68,10 +68,10 @@ class DiffusionConfig:
     # SAMPLING only, per motion level 1..5: the sampled latents' frame-to-frame part (each video frame
     # minus the shot's mean frame, ``frame_mean``) is scaled by this before the autoencoder. The
     # network flickers at every level (docs/results/frame_diff.md): its level-1 shots have a mean
-    # flow of 0.12-0.13 whatever the noise prior, over twice level 1's bound (0.054), so the flow reads
-    # level 2 (docs/results/motion_scale.md). A
-    # scale < 1 for level 1 damps that flicker toward the shot's mean picture; chosen on held-out
-    # shots like the fractions (`calibrate-levels sweep --knob motion-scale`). None = 1 everywhere.
+    # flow of 0.12-0.13 whatever the noise prior, over twice level 1's bound (0.054), so the flow
+    # reads level 2 (docs/results/motion_scale.md). A scale < 1 for level 1 damps that flicker toward
+    # the shot's mean picture; chosen on held-out shots like the fractions (`calibrate-levels sweep
+    # --knob motion-scale`). None = 1 everywhere.
     sampling_motion_scale_by_level: list[float] | None = None
     # how many video frames each latent frame packs in its channels (the kl2d autoencoder's temporal
     # ratio; 1 for an autoencoder that compresses time itself): the shared draw is per video frame
@@ -175,33 +175,28 @@ def collate_decoder(items: list[dict[str, torch.Tensor]]) -> DecoderBatch:
     )
 
 
-def parse_motion_scales(text: str, option: str) -> list[float]:
-    """"S1,S2,S3,S4,S5" -> five per-level motion scales, checked by DiffusionConfig's rule.
-    Raises ValueError naming ``option`` (a CLI flag) when the text is not that."""
+def _parse_per_level(text: str, option: str, field: str, allowed: str) -> list[float]:
+    """"V1,...,V5" -> five per-level values for DiffusionConfig ``field``, checked by its rule. Raises
+    ValueError naming ``option`` (a CLI flag) and the ``allowed`` range when the text is not that."""
     try:
         values = [float(x) for x in text.split(",")]
     except ValueError:
-        raise ValueError(f"{option} takes 5 comma-separated numbers in [0, {MAX_MOTION_SCALE:g}], "
-                         f"got {text!r}") from None
+        raise ValueError(f"{option} takes 5 comma-separated numbers in {allowed}, got {text!r}") from None
     try:
-        DiffusionConfig(sampling_motion_scale_by_level=values)
+        DiffusionConfig(**{field: values})
     except ValueError as e:
         raise ValueError(f"{option}: {e}") from None
     return values
+
+
+def parse_motion_scales(text: str, option: str) -> list[float]:
+    """"S1,S2,S3,S4,S5" -> five per-level motion scales (``sampling_motion_scale_by_level``)."""
+    return _parse_per_level(text, option, "sampling_motion_scale_by_level", f"[0, {MAX_MOTION_SCALE:g}]")
 
 
 def parse_level_fractions(text: str, option: str) -> list[float]:
-    """"R1,R2,R3,R4,R5" -> five shared-noise fractions (levels 1..5), checked by DiffusionConfig's rule.
-    Raises ValueError naming ``option`` (a CLI flag) when the text is not that."""
-    try:
-        values = [float(x) for x in text.split(",")]
-    except ValueError:
-        raise ValueError(f"{option} takes 5 comma-separated numbers in [0, 1), got {text!r}") from None
-    try:
-        DiffusionConfig(shared_noise_by_level=values)
-    except ValueError as e:
-        raise ValueError(f"{option}: {e}") from None
-    return values
+    """"R1,R2,R3,R4,R5" -> five shared-noise fractions (levels 1..5), checked by DiffusionConfig's rule."""
+    return _parse_per_level(text, option, "shared_noise_by_level", "[0, 1)")
 
 
 def draw_noise(shape: tuple[int, ...], config: DiffusionConfig, generator: torch.Generator | None = None,
