@@ -27,7 +27,11 @@
 #
 # Since 2026-11-25: the engine goes on for 1800 steps with the level taught at every history turn
 # (engine_hist2; docs/results/engine_level_scene.md), and the packed decoder damps its level-1/2
-# shots' frame-to-frame flicker by a calibrated scale (docs/results/motion_scale.md). About 5.5 hours.
+# shots' frame-to-frame flicker by a calibrated scale (docs/results/motion_scale.md).
+#
+# Since 2026-11-25 (later): the decoder is the spatial-reference line (5 runs after decoder_pre), and
+# phase c mixes the decoder's true shots into the engine's predictions (docs/results/mixed_adapt.md).
+# About 7 hours.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RUNS="$(mkdir -p "${1:-$ROOT/runs}" && cd "${1:-$ROOT/runs}" && pwd)"  # absolute: symlinks resolve from their own dir
@@ -65,10 +69,20 @@ DEC=("$AG" train decoder --preset default --visual-reference latent --data "$DAT
 mkdir -p "$RUNS/decoder" && ln -sfn "$RUNS/decoder_pre/cache" "$RUNS/decoder/cache"  # the same encoded shots
 
 # Phase b beside the decoder's second part, one core each: the engine learns the E_a targets of
-# decoder_pre while the decoder's transformer goes on (--freeze-action-encoder keeps that E_a)
-if [[ ! -d "$RUNS/decoder/joint/final" ]]; then
-    "${DEC[@]}" --out "$RUNS/decoder" --init "$RUNS/decoder_pre" --freeze-action-encoder --steps 1800 \
-        --warmup-steps 20 --threads 1 $(resume "$RUNS/decoder/joint") > "$RUNS/decoder.log" 2>&1 &
+# decoder_pre while the decoder's transformer goes on (--freeze-action-encoder keeps that E_a).
+# Two decoders go on from decoder_pre, one after the other: `decoder` (s_a as tokens only; the
+# baseline the ablation scripts compare with) and `spatial/decoder`, which also lays s_a's visual
+# tokens on the patch grid (--reference-channels 16; docs/results/spatial_reference.md): the
+# shipped decoder's line since 2026-11-25 (docs/results/mixed_adapt.md).
+mkdir -p "$RUNS/spatial/decoder" && ln -sfn "$RUNS/decoder_pre/cache" "$RUNS/spatial/decoder/cache"
+if [[ ! -d "$RUNS/decoder/joint/final" || ! -d "$RUNS/spatial/decoder/joint/final" ]]; then
+    (
+        [[ -d "$RUNS/decoder/joint/final" ]] || "${DEC[@]}" --out "$RUNS/decoder" --init "$RUNS/decoder_pre" \
+            --freeze-action-encoder --steps 1800 --warmup-steps 20 --threads 1 $(resume "$RUNS/decoder/joint")
+        [[ -d "$RUNS/spatial/decoder/joint/final" ]] || "${DEC[@]}" --out "$RUNS/spatial/decoder" \
+            --init "$RUNS/decoder_pre" --freeze-action-encoder --reference-channels 16 --steps 1800 --warmup-steps 20 \
+            --threads 1 $(resume "$RUNS/spatial/decoder/joint")
+    ) > "$RUNS/decoder.log" 2>&1 &
     DEC_PID=$!
 fi
 INIT=(); [[ -n "$ENGINE_INIT" ]] && INIT=(--init "$ENGINE_INIT" --init-new-targets)
@@ -107,18 +121,36 @@ HIST=("$AG" train engine --preset default --data "$RUNS/engine_extra2/sessions/t
 ENGINE="$RUNS/engine_hist2"
 [[ -z "${DEC_PID:-}" ]] || wait "$DEC_PID"
 
-# Phase a, last part: 1200 steps with the level-matched noise prior (E_a still frozen)
-LEVELS=0.998,0.99,0.95,0.8,0.4
-mkdir -p "$RUNS/decoder_lm" && ln -sfn "$RUNS/decoder_pre/cache" "$RUNS/decoder_lm/cache"
-[[ -d "$RUNS/decoder_lm/joint/final" ]] || "${DEC[@]}" --out "$RUNS/decoder_lm" --init "$RUNS/decoder" \
-    --freeze-action-encoder --shared-noise-by-level "$LEVELS" --steps 1200 --warmup-steps 20 --save-every 300 \
-    --threads 2 $(resume "$RUNS/decoder_lm/joint")
+# Phase a, last part: the spatial decoder goes on from there with part of the diffusion noise
+# shared across frames (PYoCo), more and more of it, then the level-matched noise prior
+# (E_a still frozen). Each run's directory is the one of the experiment script that first made it,
+# so those scripts and this one reuse each other's runs:
+#   shared_noise/spatial_r50   900 steps, half the noise shared        (train_shared_noise.sh)
+#   frame_diff/control        1200 steps, the same                     (train_frame_diff.sh)
+#   frame_diff/r90            1200 steps, 90 % shared                  (train_frame_diff.sh)
+#   level_noise/lm            1200 steps, level-matched 0.995..0.3     (train_level_noise.sh)
+# 6300 decoder steps after decoder_pre in all; about 2.2 hours of it after the engines.
+SPATIAL=("${DEC[@]}" --freeze-action-encoder --reference-channels 16 --warmup-steps 20 --threads 2)
+spatial_run() {  # OUT INIT STEPS [noise flags]
+    local out="$1" init="$2" steps="$3"; shift 3
+    mkdir -p "$out" && ln -sfn "$RUNS/decoder_pre/cache" "$out/cache"  # the same encoded shots
+    [[ -d "$out/joint/final" ]] || "${SPATIAL[@]}" --out "$out" --init "$init" --steps "$steps" "$@" \
+        $(resume "$out/joint")
+}
+spatial_run "$RUNS/shared_noise/spatial_r50" "$RUNS/spatial/decoder" 900 --shared-noise 0.5
+spatial_run "$RUNS/frame_diff/control" "$RUNS/shared_noise/spatial_r50" 1200 --shared-noise 0.5 --save-every 300
+spatial_run "$RUNS/frame_diff/r90" "$RUNS/frame_diff/control" 1200 --shared-noise 0.9 --save-every 300
+spatial_run "$RUNS/level_noise/lm" "$RUNS/frame_diff/r90" 1200 --shared-noise-by-level 0.995,0.99,0.95,0.8,0.3 \
+    --save-every 300
+DECODER="$RUNS/level_noise/lm"
 
-# Phase c: 25 training sessions played closed loop, 200 decoder steps on the engine's predictions
-# (the engine's own sessions are of the engine_extra world; the decoder's shots are data/big's)
+# Phase c: 150 training sessions played closed loop (750 turns), 600 decoder steps, half of every
+# epoch the engine's predictions and half the decoder's own true shots (--true-fraction 0.5: on
+# predictions alone the decoder forgot its picture from the true s_a; docs/results/mixed_adapt.md).
+# The engine's own sessions are of the engine_extra worlds; the decoder's shots are data/big's.
 [[ -d "$RUNS/adapt/final" ]] || "$AG" train adapt --preset default --data "$DATA/big" --engine "$ENGINE" \
-    --sessions "$RUNS/engine_more2/sessions/train" --decoder "$RUNS/decoder_lm" --out "$RUNS/adapt" --limit 25 \
-    --steps 200 --threads 2 $(resume "$RUNS/adapt")
+    --sessions "$RUNS/engine_more2/sessions/train" --decoder "$DECODER" --out "$RUNS/adapt" --limit 150 \
+    --steps 600 --true-fraction 0.5 --threads 2 $(resume "$RUNS/adapt")
 
 # The evaluator: its own vision tower (other seed, other data) and video action classifier
 [[ -d "$RUNS/evaluator/final" ]] || "$AG" train clip --preset default --data "$DATA/evaluator" --out "$RUNS/evaluator" \
@@ -133,7 +165,7 @@ rm -rf "$RUNS/evaluator_pack/action_classifier" && cp -r "$RUNS/action/final/act
 # TEST sessions whose 200 shots are cached (the reports use val shots and other worlds), under CFG 2
 # with the frame-to-frame part of the guidance at 1: docs/results/motion_guidance.md. About 10 minutes.
 [[ -f "$RUNS/level_calibration_predicted.json" ]] || "$AG" calibrate-levels sweep --decoder "$RUNS/adapt" \
-    --data "$DATA/big" --template-cache "$RUNS/decoder_lm/cache/val_64" --cache "$RUNS/level_calibration_cache" \
+    --data "$DATA/big" --template-cache "$DECODER/cache/val_64" --cache "$RUNS/level_calibration_cache" \
     --split test --n 200 --guidance 2 --motion-guidance 1 --engine "$ENGINE" \
     --sessions "$RUNS/engine_more2/sessions/test" --predictions "$RUNS/level_calibration_predictions" \
     --grid "1:0.998,0.9995,0.9999;2:0.98,0.99,0.995,0.998;3:0.9,0.95,0.98;4:0.5,0.65,0.8;5:0,0.3" \
@@ -146,16 +178,16 @@ CAL="$(pack_argument "$RUNS/level_calibration_predicted.json")"
 # No noise prior makes the network's level-1 shots calm: damp the frame-to-frame part of the sampled
 # latents at levels 1-2, on the same predicted s_a and the prior just chosen (docs/results/motion_scale.md)
 [[ -f "$RUNS/motion_scale_predicted.json" ]] || "$AG" calibrate-levels sweep --knob motion-scale \
-    --decoder "$RUNS/model_unscaled/shot_decoder" --data "$DATA/big" --template-cache "$RUNS/decoder_lm/cache/val_64" \
+    --decoder "$RUNS/model_unscaled/shot_decoder" --data "$DATA/big" --template-cache "$DECODER/cache/val_64" \
     --cache "$RUNS/level_calibration_cache" --split test --n 200 --engine "$ENGINE" \
     --sessions "$RUNS/engine_more2/sessions/test" --predictions "$RUNS/level_calibration_predictions" \
     --grid "1:1,0.7,0.5,0.4;2:1,0.9,0.8,0.7" --threads 2 --no-progress --out "$RUNS/motion_scale_predicted.json"
 "$AG" model pack --engine "$ENGINE" --decoder "$RUNS/adapt" --out "$RUNS/model" --guidance 2 --motion-guidance 1 \
     --sample-shared-noise "$CAL" --sample-motion-scale "$(pack_argument "$RUNS/motion_scale_predicted.json")"
-"$AG" model pack --engine "$ENGINE" --decoder "$RUNS/decoder_lm" --out "$RUNS/model_no_adapt"
+"$AG" model pack --engine "$ENGINE" --decoder "$DECODER" --out "$RUNS/model_no_adapt"
 "$AG" eval --sessions 12 --model "$RUNS/model" --evaluator "$RUNS/evaluator_pack" --out "$RUNS/eval" \
     --window-ablation 1 --ablation "without adaptation=$RUNS/model_no_adapt" --threads 2
-"$AG" eval-decoder --decoder "$RUNS/decoder_lm" --data "$DATA/big" --evaluator "$RUNS/evaluator_pack" --n 64 \
+"$AG" eval-decoder --decoder "$DECODER" --data "$DATA/big" --evaluator "$RUNS/evaluator_pack" --n 64 \
     --sheet "$RUNS/decoder_eval.png" --out "$RUNS/decoder_eval.json"
 "$AG" bench --model "$RUNS/model" --threads 2 --out "$RUNS/bench.json"
 echo "done: model in $RUNS/model (copy it to animegamer/weights/default to ship it), table in $RUNS/eval/eval.md"

@@ -79,6 +79,49 @@ def test_adapt_trains_the_transformer_on_predicted_s_a_and_resumes(runs):
     assert read_log(out)[-1]["step"] == 3 and parts[0].stat().st_mtime_ns == stamp
 
 
+def test_adapt_mixes_true_shots_and_reports_what_was_kept(runs):
+    """--true-fraction: part of every batch is phase a's task (the cache's true shots with s_a = E_a),
+    and metrics.json grades the held-out v-loss on the TRUE s_a before and after as well."""
+    from animegamer.models.shot_decoder import ShotDecoder
+    from animegamer.phases.adapt import TrueShots
+    from animegamer.phases.adapt import find_cache_dir
+    from animegamer.phases.decoder import CachedShots
+
+    root, out = runs["root"], runs["root"] / "adapt_mixed"
+    run_phase("adapt", ["--preset", "tiny", "--data", str(runs["world"]), "--engine", str(root / "engine"),
+                        "--decoder", str(root / "decoder"), "--out", str(out), "--steps", "2", "--eval-shots", "4",
+                        "--true-fraction", "0.5"])
+    m = json.loads((out / "final" / "metrics.json").read_text())
+    assert m["true_fraction"] == 0.5
+    kept = m["heldout_v_loss_true_s_a"]
+    assert kept["shots"] > 0 and kept["before"]["val_loss"] > 0 and kept["after"]["val_loss"] > 0
+    # a true shot's s_a is exactly what E_a makes of its features
+    net = ShotDecoder.from_pretrained(root / "decoder" / "joint" / "final" / "shot_decoder").net
+    cache = CachedShots(find_cache_dir(root / "decoder", "train"))
+    item = TrueShots(cache, net.action_encoder)[0]
+    with torch.no_grad():
+        torch.testing.assert_close(item["s_a"], net.action_encoder(item["f_md"][None], item["f_v"][None])[0])
+
+
+def test_mix_true_shots_share_and_errors():
+    from animegamer.phases.adapt import mix_true_shots
+
+    predicted, true = list(range(10)), [f"t{i}" for i in range(100)]
+    assert mix_true_shots(predicted, true, 0.0) is predicted
+    for fraction in (0.25, 0.5, 0.8):
+        mixed = mix_true_shots(predicted, true, fraction, seed=1)
+        items = [mixed[i] for i in range(len(mixed))]
+        share = sum(isinstance(x, str) for x in items) / len(items)
+        assert abs(share - fraction) < 0.05, (fraction, share)
+        assert set(range(10)) <= set(items)  # every predicted turn is in every epoch
+        assert len({x for x in items if isinstance(x, str)}) == sum(isinstance(x, str) for x in items)  # no repeats
+    assert [mixed[i] for i in range(len(mixed))] == [mix_true_shots(predicted, true, 0.8, seed=1)[i]
+                                                     for i in range(len(mixed))]  # seeded
+    for bad in (-0.1, 1.0, 1.5):
+        with pytest.raises(ValueError, match="--true-fraction"):
+            mix_true_shots(predicted, true, bad)
+
+
 def test_predicted_s_a_replaces_action_encoder_in_the_loss():
     from animegamer.models.decoder import DecoderNet, decoder_preset
     from animegamer.models.diffusion import DecoderBatch, Denoiser, DiffusionConfig
