@@ -122,6 +122,15 @@ def test_mix_true_shots_share_and_errors():
             mix_true_shots(predicted, true, bad)
 
 
+def test_adapt_refuses_a_bad_true_fraction_before_predicting(runs, tmp_path):
+    root = runs["root"]
+    with pytest.raises(SystemExit, match="--true-fraction must be in"):
+        run_phase("adapt", ["--preset", "tiny", "--data", str(runs["world"]), "--engine", str(root / "engine"),
+                            "--decoder", str(root / "decoder"), "--out", str(tmp_path / "a"), "--steps", "1",
+                            "--true-fraction", "1"])
+    assert not (tmp_path / "a" / "predicted_closed").exists()
+
+
 def test_predicted_s_a_replaces_action_encoder_in_the_loss():
     from animegamer.models.decoder import DecoderNet, decoder_preset
     from animegamer.models.diffusion import DecoderBatch, Denoiser, DiffusionConfig

@@ -246,6 +246,8 @@ def run(args: argparse.Namespace) -> int:
     from animegamer.training.cli import train_config_from_args
     from animegamer.training.loop import train
 
+    if not 0.0 <= args.true_fraction < 1.0:  # before the slow part (the engine's predictions)
+        raise SystemExit(f"--true-fraction must be in [0, 1), got {args.true_fraction}")
     preset = PRESETS[args.preset]
     cfg = train_config_from_args(preset["train"], args)
     out = Path(args.out)
@@ -306,15 +308,14 @@ def run(args: argparse.Namespace) -> int:
     metrics: dict[str, Any] = {"step": result["step"], "loss": result["loss"], "seconds": result["seconds"],
                                "engine": str(engine_dir), "decoder": str(decoder_dir), "history": mode,
                                "train_turns": len(dataset), "true_fraction": args.true_fraction}
+    exported = ShotDecoder.from_pretrained(final / "shot_decoder")
+    adapted = Denoiser(exported.net, exported.diffusion)
     if held:
-        adapted = ShotDecoder.from_pretrained(final / "shot_decoder")
-        after = eval_loss(Denoiser(adapted.net, adapted.diffusion), held, args.eval_shots)
-        metrics["heldout_v_loss_predicted_s_a"] = {"before": before, "after": after, "turns": min(len(held),
-                                                                                                   args.eval_shots)}
+        metrics["heldout_v_loss_predicted_s_a"] = {"before": before, "after": eval_loss(adapted, held, args.eval_shots),
+                                                   "turns": min(len(held), args.eval_shots)}
     if held_true:
-        adapted = ShotDecoder.from_pretrained(final / "shot_decoder")
-        after_true = eval_loss(Denoiser(adapted.net, adapted.diffusion), held_true, args.eval_shots)
-        metrics["heldout_v_loss_true_s_a"] = {"before": before_true, "after": after_true,
+        metrics["heldout_v_loss_true_s_a"] = {"before": before_true,
+                                              "after": eval_loss(adapted, held_true, args.eval_shots),
                                               "shots": min(len(held_true), args.eval_shots)}
     save_json_atomic(metrics, final / "metrics.json")
     print(f"[adapt] done: {final / 'shot_decoder'}\n{json.dumps(metrics, indent=1)}")
