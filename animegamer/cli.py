@@ -1,38 +1,57 @@
-"""The `animegamer` command line. Each subsystem registers its own subcommands."""
+"""The `animegamer` command line: the one place that imports lazily.
+
+Each command belongs to one subsystem's `cli` module, which declares its options and imports what it
+runs at its top. Only the module of the command asked for is imported, so `animegamer --help` and
+`animegamer world ...` never load the models.
+"""
 from __future__ import annotations
 
 import argparse
 import importlib
 import sys
 
-from animegamer.errors import UserFacingError
+from animegamer.core.errors import UserFacingError
 
-# (module, what it adds). Imported lazily so `animegamer world ...` never loads torch models.
-_SUBSYSTEMS = (
-    "animegamer.world.cli",
-    "animegamer.training.cli",
-    "animegamer.game.cli",
-    "animegamer.evaluation.cli",
-)
+# command -> (the subsystem cli module that registers it, one line of help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "play": ("animegamer.game.cli", "play the game: a web page on localhost (or --terminal)"),
+    "sessions": ("animegamer.game.cli", "saved games: list, delete, export"),
+    "model": ("animegamer.game.cli", "model directories: pack training runs into a playable model"),
+    "world": ("animegamer.world.cli", "the synthetic anime world: render datasets, preview, catalogue"),
+    "train": ("animegamer.training.cli", "train a part: decoder (a), engine (b), adapt (c), vae, clip, action"),
+    "recipe": ("animegamer.recipes.cli", "rebuild a whole model (data, every phase, pack, evaluation) from a recipe"),
+    "eval": ("animegamer.evaluation.cli", "play held-out world sessions through the game and grade them"),
+    "eval-decoder": ("animegamer.evaluation.cli", "decode the TRUE s_a of held-out shots and grade them"),
+    "eval-engine": ("animegamer.evaluation.cli", "the engine's held-out report (level, deltas, s_a, history)"),
+    "calibrate-levels": ("animegamer.evaluation.cli", "calibrate the sampler's per-level noise prior / motion scale"),
+    "bench": ("animegamer.evaluation.cli", "seconds per turn, per stage, and peak memory of the game"),
+    "bench-engine": ("animegamer.evaluation.cli", "the engine alone: seconds per turn, KV reuse, memory"),
+    "bench-decoder": ("animegamer.evaluation.cli", "the shot decoder alone: decode time, steps x guidance sweep"),
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="animegamer", description=__doc__)
+def _asked(argv: list[str]) -> str | None:
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="animegamer", description="AnimeGamer: infinite anime life simulation, open and trainable.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in _SUBSYSTEMS:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name and name.startswith(e.name):  # the subsystem does not exist (yet)
-                continue
-            raise
-        module.register(sub)
+    asked = _asked(argv)
+    if asked in COMMANDS:
+        module = importlib.import_module(COMMANDS[asked][0])
+        module.register(sub, argv)
+    for name, (_, doc) in COMMANDS.items():
+        if name not in sub.choices:  # listed in --help; its options load when it is asked for
+            sub.add_parser(name, help=doc)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)

@@ -20,12 +20,12 @@ import json
 import numpy as np
 import torch
 
-from animegamer.engine.world_sessions import resolve_decoder
+from animegamer.core.runs import resolve_decoder
 from animegamer.evaluation.decoder_eval import latent_motion, own_motion
-from animegamer.io_utils import write_json
-from animegamer.models.diffusion import Denoiser, draw_noise
-from animegamer.models.shot_decoder import ShotDecoder
-from animegamer.phases.decoder import CachedShots
+from animegamer.core.atomic_io import write_json
+from animegamer.decoder.diffusion import Denoiser, draw_noise
+from animegamer.decoder.pipeline import ShotDecoder
+from animegamer.training.shot_cache import CachedShots
 
 SAMPLERS = ((6, 3.0), (6, 1.0), (20, 3.0))  # (steps, CFG)
 TIMESTEPS = (100, 400, 700, 950)

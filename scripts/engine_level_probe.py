@@ -27,7 +27,8 @@ def dump(engine_dir: str, sessions_dir: str, out: str, limit: int | None, window
     from tqdm.auto import tqdm
 
     from animegamer.engine.data import EngineCollate, EngineDataset, load_sessions
-    from animegamer.engine.model import load_engine, resolve_engine
+    from animegamer.engine.model import load_engine
+    from animegamer.core.runs import resolve_engine
 
     engine = load_engine(resolve_engine(engine_dir))
     sessions, _ = load_sessions(sessions_dir, limit=None if limit is None else skip + limit)

@@ -6,7 +6,7 @@
 #   bash scripts/train_default.sh [RUNS_DIR]        (default RUNS_DIR: ./runs, data in RUNS_DIR/data)
 #
 # f_v is the autoencoder latent of the first frame (--visual-reference latent, the default preset;
-# models/reference_encoder.py says why), so the model needs no vision tower of its own.
+# representation/reference_encoder.py says why), so the model needs no vision tower of its own.
 # The step counts are a CPU budget, not convergence (docs/TRAINING.md has the measured results).
 #
 # The engine starts from the previous default engine (ENGINE_INIT; --init --init-new-targets):

@@ -2,7 +2,7 @@
 # Experiment (2026-11-24, docs/results/frame_diff.md): does a temporal-difference loss make the
 # decoder stop flickering, so that the flow measuring the motion level reads the motion it was asked
 # for? `train decoder --frame-diff-loss W` adds W x the MSE of the frame-to-frame differences of the v
-# prediction to the v-loss (models/diffusion.py). Both runs continue the best decoder on the TRUE s_a,
+# prediction to the v-loss (decoder/diffusion.py). Both runs continue the best decoder on the TRUE s_a,
 # spatial_r50 (scripts/train_shared_noise.sh), with the same steps and schedule:
 #
 #   control:  --frame-diff-loss 0 (the plain v-loss)

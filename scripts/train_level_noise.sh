@@ -3,7 +3,7 @@
 # frame axis through the noise prior? docs/results/frame_diff.md found that every decoder draws one
 # amount of frame-to-frame change whatever the level, and that the shared fraction of the noise sets
 # that amount (0% -> 0.27, 90% -> 0.12, 99% -> 0.07 in latent motion). A level-matched prior
-# (`train decoder --shared-noise-by-level R1,..,R5`, models/diffusion.py) shares more of the noise for
+# (`train decoder --shared-noise-by-level R1,..,R5`, decoder/diffusion.py) shares more of the noise for
 # calm levels than for wild ones, in training and sampling alike.
 #
 #   lm:       r90 (spatial reference; scripts/train_frame_diff.sh), STEPS more with the prior LM_LEVELS

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Experiment (2026-11-24, docs/results/spatial_reference.md): the decoder with a SPATIAL reference,
 # s_a's visual tokens also laid out on the patch grid and concatenated to the noisy latent
-# (`train decoder --reference-channels 16`, CogVideoX-I2V style; models/decoder.py), against the
+# (`train decoder --reference-channels 16`, CogVideoX-I2V style; decoder/network.py), against the
 # shipped decoder, trained at the same budget from the same runs:
 #
 #   decoder: --init decoder_pre --freeze-action-encoder, 1800 steps (exactly as the shipped decoder's

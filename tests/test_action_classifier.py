@@ -22,8 +22,8 @@ def world(tmp_path_factory):
 
 
 def test_train_action_classifier_end_to_end(world, tmp_path):
-    from animegamer.evaluation.action_classifier import ACTION_DIR, ActionClassifier
-    from animegamer.phases import action as phase
+    from animegamer.models.action_classifier import ACTION_DIR, ActionClassifier
+    from animegamer.training import fit_action_classifier as phase
     from animegamer.training.loop import read_log
     from animegamer.world.dataset import ShotDataset
 
@@ -57,10 +57,10 @@ def test_train_action_classifier_end_to_end(world, tmp_path):
 def test_evaluator_finds_the_action_classifier(world, tmp_path):
     from transformers import VideoMAEForVideoClassification
 
-    from animegamer.evaluation.action_classifier import ACTION_DIR, classifier_config
+    from animegamer.models.action_classifier import ACTION_DIR, classifier_config
     from animegamer.evaluation.evaluator import Evaluator
     from animegamer.models.vision_tower import VisionTower, vision_tower_config
-    from animegamer.phases.action import world_verbs
+    from animegamer.training.fit_action_classifier import world_verbs
 
     VisionTower(vision_tower_config("tiny")).save_pretrained(tmp_path / "ev" / "vision_tower")
     assert Evaluator.load(tmp_path / "ev").actions is None  # none beside the tower: no action column

@@ -11,7 +11,8 @@ import json
 import pytest
 import torch
 
-from animegamer.training.checkpoint import load_safetensors
+from animegamer.core.checkpoint import load_safetensors
+from animegamer.training.cli import PHASES
 
 torch.set_num_threads(1)
 
@@ -19,7 +20,7 @@ torch.set_num_threads(1)
 def run_phase(name: str, argv: list[str]) -> None:
     import importlib
 
-    phase = importlib.import_module(f"animegamer.phases.{name}")
+    phase = importlib.import_module(PHASES[name][0])
     parser = argparse.ArgumentParser()
     phase.add_arguments(parser)
     assert phase.run(parser.parse_args(argv + ["--no-progress"])) == 0
@@ -55,7 +56,7 @@ def test_joint_stage_keeps_the_warmup_action_encoder(runs):
 
 
 def test_adapt_trains_the_transformer_on_predicted_s_a_and_resumes(runs):
-    from animegamer.models.shot_decoder import ShotDecoder
+    from animegamer.decoder.pipeline import ShotDecoder
     from animegamer.training.loop import read_log
 
     root, out = runs["root"], runs["root"] / "adapt"
@@ -82,10 +83,10 @@ def test_adapt_trains_the_transformer_on_predicted_s_a_and_resumes(runs):
 def test_adapt_mixes_true_shots_and_reports_what_was_kept(runs):
     """--true-fraction: part of every batch is phase a's task (the cache's true shots with s_a = E_a),
     and metrics.json grades the held-out v-loss on the TRUE s_a before and after as well."""
-    from animegamer.models.shot_decoder import ShotDecoder
-    from animegamer.phases.adapt import TrueShots
-    from animegamer.phases.adapt import find_cache_dir
-    from animegamer.phases.decoder import CachedShots
+    from animegamer.decoder.pipeline import ShotDecoder
+    from animegamer.training.phase_c import TrueShots
+    from animegamer.training.phase_c import find_cache_dir
+    from animegamer.training.shot_cache import CachedShots
 
     root, out = runs["root"], runs["root"] / "adapt_mixed"
     run_phase("adapt", ["--preset", "tiny", "--data", str(runs["world"]), "--engine", str(root / "engine"),
@@ -104,7 +105,7 @@ def test_adapt_mixes_true_shots_and_reports_what_was_kept(runs):
 
 
 def test_mix_true_shots_share_and_errors():
-    from animegamer.phases.adapt import mix_true_shots
+    from animegamer.training.phase_c import mix_true_shots
 
     predicted, true = list(range(10)), [f"t{i}" for i in range(100)]
     assert mix_true_shots(predicted, true, 0.0) is predicted
@@ -132,8 +133,8 @@ def test_adapt_refuses_a_bad_true_fraction_before_predicting(runs, tmp_path):
 
 
 def test_predicted_s_a_replaces_action_encoder_in_the_loss():
-    from animegamer.models.decoder import DecoderNet, decoder_preset
-    from animegamer.models.diffusion import DecoderBatch, Denoiser, DiffusionConfig
+    from animegamer.decoder.network import DecoderNet, decoder_preset
+    from animegamer.decoder.diffusion import DecoderBatch, Denoiser, DiffusionConfig
 
     torch.manual_seed(0)
     cfg = decoder_preset("tiny")
@@ -154,7 +155,7 @@ def test_predicted_s_a_replaces_action_encoder_in_the_loss():
 def test_pack_makes_a_playable_fp16_model(runs, tmp_path):
     from animegamer.game.cli import register
     from animegamer.game.session import Game
-    from animegamer.training.checkpoint import load_safetensors
+    from animegamer.core.checkpoint import load_safetensors
 
     root = runs["root"]
     parser = argparse.ArgumentParser()
@@ -178,7 +179,7 @@ def test_pack_makes_a_playable_fp16_model(runs, tmp_path):
         pack_model(tmp_path / "nowhere", root / "decoder", out)
     assert Game.load(out, store=tmp_path / "saves2").engine is not None
     # the sampler trade-off can be chosen when packing; a bad value fails before anything is written
-    from animegamer.models.shot_decoder import ShotDecoder
+    from animegamer.decoder.pipeline import ShotDecoder
 
     stored = ShotDecoder.from_pretrained(out / "shot_decoder").diffusion
     args = parser.parse_args(["model", "pack", "--engine", str(root / "engine"), "--decoder", str(root / "decoder"),
@@ -256,8 +257,8 @@ def test_calibrate_levels_measures_each_levels_candidates_and_feeds_pack(runs, t
     import dataclasses
 
     from animegamer.evaluation.cli import register
-    from animegamer.models.diffusion import parse_level_fractions
-    from animegamer.models.shot_decoder import ShotDecoder
+    from animegamer.decoder.diffusion import parse_level_fractions
+    from animegamer.decoder.pipeline import ShotDecoder
 
     root = runs["root"]
     parser = argparse.ArgumentParser()
@@ -303,8 +304,8 @@ def test_calibrate_levels_measures_each_levels_candidates_and_feeds_pack(runs, t
     # on the engine's PREDICTED s_a (closed loop over the sessions whose shots are all cached), under
     # a sampler with the frame-to-frame guidance apart
     from animegamer.engine.data import load_sessions
-    from animegamer.phases.adapt import shot_rows
-    from animegamer.phases.decoder import CachedShots
+    from animegamer.training.phase_c import shot_rows
+    from animegamer.training.shot_cache import CachedShots
 
     sessions = root / "engine" / "sessions" / "train"
     full_grid = "1:0.99;2:0.9;3:0.5;4:0.2;5:0.0"
@@ -323,7 +324,7 @@ def test_calibrate_levels_measures_each_levels_candidates_and_feeds_pack(runs, t
         half.func(half)
 
     # the motion scale instead of the noise prior: the decoder's calibrated prior is kept while it is swept
-    from animegamer.models.diffusion import parse_motion_scales
+    from animegamer.decoder.diffusion import parse_motion_scales
 
     dec.diffusion = dataclasses.replace(dec.diffusion, sampling_shared_noise_by_level=p["chosen"])
     dec.save_pretrained(tmp_path / "lm_cal")
@@ -361,8 +362,8 @@ def test_latent_visual_reference_trains_decoder_and_engine(runs, tmp_path):
     """--visual-reference latent: f_v is the autoencoder's first-frame latent in patches; the engine's
     s_a targets are built with the same reference (found through the decoder run's cache meta)."""
     from animegamer.models.autoencoder import ShotAutoencoder
-    from animegamer.models.reference_encoder import LatentReference, reference_kind
-    from animegamer.models.shot_decoder import ShotDecoder
+    from animegamer.representation.reference_encoder import LatentReference, reference_kind
+    from animegamer.decoder.pipeline import ShotDecoder
 
     root, w = runs["root"], str(runs["world"])
     run_phase("decoder", ["--preset", "tiny", "--data", w, "--visual-reference", "latent", "--reference-patch", "4",
@@ -384,7 +385,7 @@ def test_latent_visual_reference_trains_decoder_and_engine(runs, tmp_path):
 def test_cache_only_then_an_ablation_shares_the_cache(runs, tmp_path):
     """--cache-only builds the features and stops; a --no-motion-level run reads the same cache
     (the level is not a cached feature) and trains a decoder that ignores the level."""
-    from animegamer.models.shot_decoder import ShotDecoder
+    from animegamer.decoder.pipeline import ShotDecoder
 
     root, w = runs["root"], str(runs["world"])
     common = ["--preset", "tiny", "--data", w, "--clip", str(root / "clip"), "--vae", str(root / "vae"),
@@ -407,7 +408,7 @@ def test_gc_baseline_caption_condition(runs, tmp_path):
     """--condition caption (the GC baseline): f_md encodes the whole caption, the visual stream is one
     constant token, and the engine's s_a targets are built the same way (from the decoder run's cache)."""
     from animegamer.engine.data import load_sessions
-    from animegamer.models.shot_decoder import ShotDecoder
+    from animegamer.decoder.pipeline import ShotDecoder
 
     root, w = runs["root"], str(runs["world"])
     run_phase("decoder", ["--preset", "tiny", "--data", w, "--condition", "caption", "--n-text", "12",
@@ -437,7 +438,7 @@ def test_adapt_refuses_engine_sessions_of_another_world(tmp_path):
     """Shots pair with predictions by file name, which every world reuses: a world mismatch must stop."""
     from types import SimpleNamespace
 
-    from animegamer.phases.adapt import check_same_world
+    from animegamer.training.phase_c import check_same_world
 
     world, sessions = tmp_path / "world", tmp_path / "sessions"
     world.mkdir(), sessions.mkdir()

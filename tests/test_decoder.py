@@ -11,14 +11,14 @@ import pytest
 import torch
 from diffusers import DDPMScheduler
 
-from animegamer.models.action_encoder import ActionEncoder, ActionEncoderConfig, ActionRepresentation
+from animegamer.representation.action_encoder import ActionEncoder, ActionEncoderConfig, ActionRepresentation
 from animegamer.models.autoencoder import ShotAutoencoder, autoencoder_config
-from animegamer.models.decoder import DecoderConfig, DecoderNet, decoder_preset
-from animegamer.models.diffusion import (
+from animegamer.decoder.network import DecoderConfig, DecoderNet, decoder_preset
+from animegamer.decoder.diffusion import (
     DecoderBatch, Denoiser, DiffusionConfig, collate_decoder, draw_noise, frame_differences, frame_mean,
     guidance_at, guided_velocity, parse_level_fractions, parse_motion_scales, sample, scale_motion, v_target,
 )
-from animegamer.models.shot_decoder import ShotDecoder, frames_from_uint8, frames_to_uint8
+from animegamer.decoder.pipeline import ShotDecoder, frames_from_uint8, frames_to_uint8
 
 torch.set_num_threads(1)
 
@@ -401,7 +401,7 @@ def test_collate_decoder():
 
 
 def test_video_io_round_trip(tmp_path):
-    from animegamer.video_io import read_video, save_gif, save_mp4
+    from animegamer.core.video_io import read_video, save_gif, save_mp4
 
     frames = np.zeros((5, 16, 24, 3), np.uint8)
     for i in range(5):  # distinct frames: PIL merges identical consecutive GIF frames (timing kept)
@@ -416,7 +416,8 @@ def test_video_io_round_trip(tmp_path):
 
 def test_phase_cache_and_warmup_stage_train_only_the_condition_path(tmp_path):
     """Cache build (resumable parts) + the two-stage schedule through the generic loop."""
-    from animegamer.phases.decoder import CachedShots, _module_class, build_cache
+    from animegamer.training.phase_a import _module_class
+    from animegamer.training.shot_cache import CachedShots, build_cache
     from animegamer.training.loop import TrainConfig, train
 
     torch.manual_seed(0)
@@ -447,7 +448,7 @@ def test_phase_cache_and_warmup_stage_train_only_the_condition_path(tmp_path):
     ds = CachedShots(tmp_path / "cache")
     assert len(ds) == 4 and ds[0]["latents"].shape == (2, 8, 4, 4) and ds[0]["f_v"].shape == (4, 8)
 
-    from animegamer.models.diffusion import collate_decoder
+    from animegamer.decoder.diffusion import collate_decoder
 
     den = Denoiser(tiny_net(), DiffusionConfig())
     before = {k: v.clone() for k, v in den.net.state_dict().items()}
@@ -463,7 +464,8 @@ def test_phase_cache_and_warmup_stage_train_only_the_condition_path(tmp_path):
 
 
 def test_benchmark_and_sweep_run_on_tiny():
-    from animegamer.models.benchmark_decoder import bench_decode, sweep
+    from animegamer.evaluation.bench.decoder import sweep
+    from animegamer.decoder.speed import bench_decode
 
     dec = tiny_shot_decoder()
     r = bench_decode(dec, steps=2, guidance=2.0, n=1, warmup=0)
@@ -499,7 +501,7 @@ def test_sampler_with_oracle_v_recovers_the_data_point(sampler):
 def test_latent_reference_patches_the_first_frame_latent():
     """Token (i, j) of the latent reference holds exactly latent patch (i, j) of the frame."""
     from animegamer.models.autoencoder import ShotAutoencoder, autoencoder_config
-    from animegamer.models.reference_encoder import LatentReference
+    from animegamer.representation.reference_encoder import LatentReference
 
     torch.manual_seed(0)
     ae = ShotAutoencoder(autoencoder_config("tiny")).eval()

@@ -264,7 +264,7 @@ def test_dataset_and_disk_format(tmp_path, sessions):
 def test_phase_runs_end_to_end_on_synthetic(tmp_path):
     import argparse
 
-    from animegamer.phases import engine as phase
+    from animegamer.training import phase_b as phase
 
     parser = argparse.ArgumentParser()
     phase.add_arguments(parser)

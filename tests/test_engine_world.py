@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from animegamer.engine.data import load_sessions
-from animegamer.engine.world_sessions import (
+from animegamer.training.engine_sessions import (
     STATS_FILE, build_engine_sessions, load_representation, load_rep_stats, representation_inputs,
 )
 
@@ -34,11 +34,11 @@ def world(tmp_path_factory):
 def phase_a(tmp_path_factory):
     """A clip run dir and a decoder run dir laid out as the phases write them."""
     from animegamer.models.autoencoder import ShotAutoencoder, autoencoder_config
-    from animegamer.models.decoder import DecoderNet, decoder_preset
-    from animegamer.models.diffusion import DiffusionConfig
-    from animegamer.models.shot_decoder import ShotDecoder
+    from animegamer.decoder.network import DecoderNet, decoder_preset
+    from animegamer.decoder.diffusion import DiffusionConfig
+    from animegamer.decoder.pipeline import ShotDecoder
     from animegamer.models.vision_tower import VisionTower, vision_tower_config
-    from animegamer.phases.decoder import CACHE_FORMAT
+    from animegamer.training.shot_cache import CACHE_FORMAT
 
     root = tmp_path_factory.mktemp("phase_a")
     torch.manual_seed(0)
@@ -131,7 +131,7 @@ def test_interrupted_build_resumes(world, phase_a, representation, tmp_path):
 def test_rep_norm_engine_round_trip(tmp_path):
     from animegamer.engine.data import EngineCollate, EngineDataset, synthetic_sessions
     from animegamer.engine.model import GameEngine, engine_config, load_engine, save_engine
-    from animegamer.engine.world_sessions import rep_stats
+    from animegamer.training.engine_sessions import rep_stats
 
     sessions = synthetic_sessions(2, 3, 4, 8, seed=0)
     e = GameEngine(engine_config("tiny", rep_tokens=4, rep_dim=8, rep_norm=True)).eval()
@@ -154,7 +154,7 @@ def test_rep_norm_engine_round_trip(tmp_path):
 
 def test_train_engine_on_world_end_to_end(world, phase_a, tmp_path):
     from animegamer.engine.model import load_engine
-    from animegamer.phases import engine as phase
+    from animegamer.training import phase_b as phase
     from animegamer.training.loop import read_log
 
     parser = argparse.ArgumentParser()
@@ -205,7 +205,7 @@ def test_train_engine_on_world_end_to_end(world, phase_a, tmp_path):
     assert read_log(out)[-1]["step"] == 4
     assert (out / "sessions" / "train" / "engine_meta.json").stat().st_mtime_ns == stamp
     # --init: a new run starts from the trained engine's weights and s_a statistics (a 1e-12 lr keeps them)
-    from animegamer.training.checkpoint import load_safetensors
+    from animegamer.core.checkpoint import load_safetensors
     out2 = tmp_path / "run2"
     args2 = parser.parse_args(["--preset", "tiny", "--data", str(world.root), "--decoder", str(phase_a["decoder"]),
                                "--out", str(out2), "--steps", "1", "--batch-size", "2", "--no-progress",

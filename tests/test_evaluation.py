@@ -25,9 +25,9 @@ def tiny(tmp_path_factory):
     (a tiny vision tower with another seed, laid out as `train clip` writes it)."""
     from animegamer.engine.model import GameEngine, engine_config, save_engine
     from animegamer.models.autoencoder import ShotAutoencoder, autoencoder_config
-    from animegamer.models.decoder import DecoderNet, decoder_preset
-    from animegamer.models.diffusion import DiffusionConfig
-    from animegamer.models.shot_decoder import ShotDecoder
+    from animegamer.decoder.network import DecoderNet, decoder_preset
+    from animegamer.decoder.diffusion import DiffusionConfig
+    from animegamer.decoder.pipeline import ShotDecoder
     from animegamer.models.vision_tower import VisionTower, vision_tower_config
 
     root = tmp_path_factory.mktemp("tiny")
@@ -43,8 +43,8 @@ def tiny(tmp_path_factory):
     # shots of other sizes are resized to it)
     from transformers import VideoMAEForVideoClassification
 
-    from animegamer.evaluation.action_classifier import ACTION_DIR, classifier_config
-    from animegamer.phases.action import world_verbs
+    from animegamer.models.action_classifier import ACTION_DIR, classifier_config
+    from animegamer.training.fit_action_classifier import world_verbs
 
     VideoMAEForVideoClassification(classifier_config("tiny", world_verbs(), 48, 64)).save_pretrained(
         root / "clip" / "final" / ACTION_DIR)
@@ -117,7 +117,7 @@ def test_evaluator_is_deterministic_and_probes_ask_one_thing(tiny, evaluator, cl
 def test_own_tower_is_recognised(tiny, evaluator, tmp_path):
     """A packed model whose decoder run encoded its shots with the evaluator's tower is flagged."""
     from animegamer.evaluation.evaluator import recorded_tower_hashes
-    from animegamer.phases.decoder import CACHE_FORMAT
+    from animegamer.training.shot_cache import CACHE_FORMAT
 
     run = tmp_path / "decoder_run"
     (run / "cache" / "train").mkdir(parents=True)

@@ -143,7 +143,7 @@ def test_export_and_delete(game, tmp_path):
     mp4, png = s.export(tmp_path / "out" / "game")
     from PIL import Image
 
-    from animegamer.video_io import read_video
+    from animegamer.core.video_io import read_video
 
     video = read_video(mp4)
     assert video.shape[0] == 10 and video.shape[1] >= 256

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from animegamer.training import checkpoint as ckpt_mod
+from animegamer.core import checkpoint as ckpt_mod
 from animegamer.training.loop import TrainConfig, latest_checkpoint, read_log, train
 
 torch.set_num_threads(1)

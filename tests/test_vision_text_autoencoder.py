@@ -192,7 +192,7 @@ def test_autoencoder_config_validation():
 
 # -- phase modules (the trainables behind `animegamer train clip|vae`) ----------------------------
 def shot_batch(b: int = 4, t: int = 5):
-    from animegamer.training.batches import ShotBatch
+    from animegamer.world.batches import ShotBatch
 
     caps = ["aki runs in the town", "bo sleeps at the beach", "aki runs in the town", "cyd jumps in the forest"]
     return ShotBatch(frames=frames(b, t, 16, 24, seed=1), motion_text=["quickly run"] * b, caption=caps[:b],
@@ -214,7 +214,7 @@ def _fit(module, batch, steps: int, lr: float) -> list[float]:
 
 
 def test_clip_module_learns_a_fixed_batch(text):
-    from animegamer.phases.clip import _module_classes
+    from animegamer.training.fit_vision_tower import _module_classes
 
     ClipModule, _ = _module_classes()
     torch.manual_seed(0)
@@ -224,7 +224,7 @@ def test_clip_module_learns_a_fixed_batch(text):
 
 
 def test_vae_module_learns_a_fixed_batch():
-    from animegamer.phases.vae import _module_classes
+    from animegamer.training.fit_autoencoder import _module_classes
 
     VaeModule, _ = _module_classes()
     torch.manual_seed(0)
@@ -238,13 +238,13 @@ def test_train_cli_registers_phases():
 
     from animegamer.training.cli import register
 
+    argv = ["train", "vae", "--preset", "tiny", "--data", "D", "--out", "O", "--steps", "5", "--mixed-precision", "bf16"]
     parser = argparse.ArgumentParser()
-    register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["train", "vae", "--preset", "tiny", "--data", "D", "--out", "O", "--steps", "5",
-                              "--mixed-precision", "bf16"])
+    register(parser.add_subparsers(dest="command"), argv)
+    args = parser.parse_args(argv)
     assert args.phase == "vae" and args.train_steps == 5 and callable(args.func)
-    from animegamer.training.cli import train_config_from_args
-    from animegamer.phases.vae import PRESETS
+    from animegamer.training.arguments import train_config_from_args
+    from animegamer.training.fit_autoencoder import PRESETS
 
     cfg = train_config_from_args(PRESETS["tiny"]["train"], args)
     assert cfg.steps == 5 and cfg.mixed_precision == "bf16" and cfg.lr == PRESETS["tiny"]["train"]["lr"]

@@ -5,9 +5,9 @@ import torch
 
 from animegamer.engine.model import GameEngine, engine_config
 from animegamer.models.autoencoder import ShotAutoencoder, autoencoder_config
-from animegamer.models.decoder import DecoderNet, decoder_preset
-from animegamer.models.diffusion import DiffusionConfig
-from animegamer.models.shot_decoder import ShotDecoder
+from animegamer.decoder.network import DecoderNet, decoder_preset
+from animegamer.decoder.diffusion import DiffusionConfig
+from animegamer.decoder.pipeline import ShotDecoder
 
 
 def tiny_models() -> tuple[GameEngine, ShotDecoder]:

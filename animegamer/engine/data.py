@@ -28,6 +28,13 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from animegamer.core.checkpoint import (
+    atomic_dir,
+    load_json,
+    load_safetensors,
+    save_json_atomic,
+    save_safetensors_atomic,
+)
 from animegamer.engine.sequence import EngineSequence, SequenceBuilder, TurnRecord, attention_mask
 
 SESSIONS_FORMAT_VERSION = 1
@@ -131,7 +138,6 @@ class EngineCollate:
 # --------------------------------------------------------------------- on disk
 def save_sessions(sessions: list[Session], out_dir: str | Path, ids: list[str] | None = None) -> Path:
     """Write sessions in the on-disk format above (atomically, as one directory)."""
-    from animegamer.training.checkpoint import atomic_dir, save_json_atomic, save_safetensors_atomic
 
     ids = ids or [f"s{i:06d}" for i in range(len(sessions))]
     first = sessions[0][0]["s_a"]
@@ -149,7 +155,6 @@ def save_sessions(sessions: list[Session], out_dir: str | Path, ids: list[str] |
 
 def load_sessions(data_dir: str | Path, limit: int | None = None) -> tuple[list[Session], dict[str, Any]]:
     """Read ``save_sessions`` output: (sessions with their s_a tensors, meta)."""
-    from animegamer.training.checkpoint import load_json, load_safetensors
 
     data_dir = Path(data_dir)
     meta = load_json(data_dir / "engine_meta.json")

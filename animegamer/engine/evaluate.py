@@ -22,13 +22,27 @@ inflates the cosine; the history comparison uses ``cos_visual_z``.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import math
 from pathlib import Path
 from typing import Any
 
+import matplotlib
+import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
+from matplotlib.ticker import MaxNLocator
+from tqdm.auto import tqdm
+
+from animegamer.core.atomic_io import atomic_write_path
+from animegamer.core.checkpoint import save_json_atomic
+from animegamer.core.runs import ENGINE_CONFIG
+from animegamer.engine.data import load_sessions, turn_record
+from animegamer.engine.model import load_engine
+from animegamer.engine.sequence import DELTA_FIELDS, TurnRecord
+from animegamer.world.dataset import WorldDataset
+from animegamer.world.level_ceiling import AdditiveLevelModel, LevelTable
 
 TARGETS = {"acc_motion_level": (">=", 0.7), "mae_deltas": ("<=", 0.4)}  # issue 4 (paper: 0.674, 0.424)
 HISTORY_METRIC = "cos_visual_z"
@@ -57,10 +71,6 @@ def play_sessions(engine, sessions: list, window: int | None = None, closed_loop
                   n_text: int = 0, progress: bool = False, desc: str = "eval") -> list[dict[str, Any]]:
     """One row per turn of every session, predicted with ``engine.predict`` at ``window``
     (default: the engine's own) on the true history (or its own, ``closed_loop``)."""
-    from tqdm.auto import tqdm
-
-    from animegamer.engine.data import turn_record
-    from animegamer.engine.sequence import DELTA_FIELDS, TurnRecord
 
     cfg = engine.cfg
     saved = (cfg.window, cfg.slide)
@@ -199,8 +209,6 @@ def level_reference(sessions: list, worlds: list[str | None], levels_per_turn: l
     use only what the engine is told; the scene model is the stronger, so it is the one to reach.
     ``worlds[i]``: the world dataset session i was built from (its engine-sessions build meta).
     Returns {"skipped": reason} when a world is not on disk or its rows do not match."""
-    from animegamer.world.dataset import WorldDataset
-    from animegamer.world.level_ceiling import AdditiveLevelModel, LevelTable
 
     refs: dict[str, tuple[LevelTable, AdditiveLevelModel, dict[tuple[int, int], dict[str, Any]]]] = {}
     for w in sorted({w for w in worlds if w is not None}):
@@ -239,13 +247,8 @@ def level_reference(sessions: list, worlds: list[str | None], levels_per_turn: l
 
 def plot_history(report: dict[str, Any], path: str | Path) -> Path:
     """Per-turn visual-token cosine (standardised) for each window + the copy-previous baseline."""
-    import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
-    from animegamer.io_utils import atomic_write_path
 
     h = report["history"]
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
@@ -273,7 +276,6 @@ def plot_history(report: dict[str, Any], path: str | Path) -> Path:
 
 def write_report(report: dict[str, Any], out_dir: str | Path, name: str = "eval") -> dict[str, Path]:
     """OUT/{name}.json and OUT/{name}_history.png, each written atomically."""
-    from animegamer.training.checkpoint import save_json_atomic
 
     out_dir = Path(out_dir)
     paths = {"json": out_dir / f"{name}.json", "plot": out_dir / f"{name}_history.png"}
@@ -315,8 +317,6 @@ def evaluate_run(engine_dir: str | Path, sessions_dirs: list[str | Path], out_di
                  progress: bool = True) -> dict[str, Any]:
     """Load an engine (a `train engine` run dir or its final/) and held-out engine-sessions dirs,
     evaluate, and write the report to ``out_dir`` (default: the run dir)."""
-    from animegamer.engine.data import load_sessions
-    from animegamer.engine.model import ENGINE_CONFIG, load_engine
 
     p = Path(engine_dir)
     engine_path = p if (p / ENGINE_CONFIG).is_file() else p / "final"
@@ -336,11 +336,8 @@ def evaluate_run(engine_dir: str | Path, sessions_dirs: list[str | Path], out_di
     return report
 
 
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m animegamer.engine.evaluate", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of `animegamer eval-engine`."""
     ap.add_argument("engine", help="a `train engine` run dir or its final/")
     ap.add_argument("sessions", nargs="+", help="held-out engine-sessions dirs (e.g. RUN/sessions/test)")
     ap.add_argument("--out", default=None, help="report dir (default: the run dir)")
@@ -348,13 +345,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-closed-loop", action="store_true")
     ap.add_argument("--limit", type=int, default=None, help="first N sessions only")
     ap.add_argument("--no-progress", action="store_true")
-    a = ap.parse_args(argv)
+
+
+def run(a: argparse.Namespace) -> int:
+    """`animegamer eval-engine`: the report, its summary on stdout."""
     windows = tuple(int(w) for w in a.windows.split(",")) if a.windows else None
     report = evaluate_run(a.engine, a.sessions, a.out, windows, not a.no_closed_loop, a.limit, not a.no_progress)
     print(format_summary(report))
     print(json.dumps(report["targets"]))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -28,8 +28,19 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from peft import LoraConfig, inject_adapter_in_model
+from peft.tuners.lora import LoraLayer
 from torch import nn
+from transformers import DynamicCache
 
+from animegamer.core.checkpoint import (
+    atomic_dir,
+    load_json,
+    load_safetensors,
+    save_json_atomic,
+    save_safetensors_atomic,
+)
+from animegamer.core.runs import ENGINE_CONFIG, ENGINE_WEIGHTS
 from animegamer.engine.backbones import get_spec, load_causal_lm
 from animegamer.engine.sequence import (
     FIELDS,
@@ -152,7 +163,6 @@ def _fingerprint(turn: TurnRecord) -> str:
 class GameEngine(nn.Module):
     def __init__(self, cfg: EngineConfig, backbone: tuple[nn.Module, Any] | None = None) -> None:
         super().__init__()
-        from peft import LoraConfig, inject_adapter_in_model
 
         self.cfg = cfg
         lm, tok = backbone if backbone is not None else load_causal_lm(
@@ -339,7 +349,6 @@ class GameEngine(nn.Module):
         """Fold the LoRA deltas into the frozen weights for play (saves the ~15-20% adapter
         overhead per forward on CPU) or take them out again. Not bit-exact (fp32 rounding), so
         training refuses a merged engine; saving is unaffected (the adapters stay as they are)."""
-        from peft.tuners.lora import LoraLayer
 
         for m in self.backbone.modules():
             if isinstance(m, LoraLayer) and bool(m.merged) != merged:
@@ -380,8 +389,6 @@ class GameEngine(nn.Module):
         keys = [_fingerprint(t) for t in window]
         n_cached = len(self._cache_keys)
         if not use_cache or self._cache is None or keys[:n_cached] != self._cache_keys:
-            from transformers import DynamicCache
-
             self._cache, self._cache_keys, self._cache_len, n_cached = DynamicCache(), [], 0, 0
         reused = self._cache_len
         N = self.cfg.rep_tokens
@@ -443,15 +450,12 @@ class GameEngine(nn.Module):
 
 
 # --------------------------------------------------------------------- checkpoints
-ENGINE_WEIGHTS = "engine.safetensors"
-ENGINE_CONFIG = "engine.json"
 
 
 def write_engine_files(engine: GameEngine, out_dir: str | Path, extra: dict[str, Any] | None = None) -> None:
     """engine.json (config, version) + engine.safetensors (trainable parts only) into ``out_dir``.
     Also what the training loop's export calls (``GameEngine.export_pretrained``), so the loop's
     ``final/`` directory loads with ``load_engine``."""
-    from animegamer.training.checkpoint import save_json_atomic, save_safetensors_atomic
 
     out_dir = Path(out_dir)
     save_safetensors_atomic(engine.trainable_state_dict(), out_dir / ENGINE_WEIGHTS,
@@ -462,28 +466,16 @@ def write_engine_files(engine: GameEngine, out_dir: str | Path, extra: dict[str,
 
 def save_engine(engine: GameEngine, out_dir: str | Path, extra: dict[str, Any] | None = None) -> Path:
     """The engine's own files, committed atomically as one directory."""
-    from animegamer.training.checkpoint import atomic_dir
 
     with atomic_dir(out_dir) as tmp:
         write_engine_files(engine, tmp, extra)
     return Path(out_dir)
 
 
-def resolve_engine(path: str | Path) -> Path:
-    """The engine directory (engine.json + weights) of a `train engine` run dir, its final/, a
-    model directory's engine/, or the directory itself."""
-    path = Path(path)
-    for p in (path, path / "final", path / "engine"):
-        if (p / ENGINE_CONFIG).is_file():
-            return p
-    raise FileNotFoundError(f"{path}: no engine ({ENGINE_CONFIG}) in it, its final/ or its engine/")
-
-
 def load_engine(path: str | Path, backbone: tuple[nn.Module, Any] | None = None,
                 **overrides: Any) -> GameEngine:
     """Rebuild an engine from ``save_engine`` output (the base LLM comes from the registry).
     ``overrides`` change play-time fields such as window, slide or autocast_bf16."""
-    from animegamer.training.checkpoint import load_json, load_safetensors
 
     path = Path(path)
     meta = load_json(path / ENGINE_CONFIG)

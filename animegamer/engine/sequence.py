@@ -23,7 +23,8 @@ vocabulary (``SpecialVocab``), so instruction text cannot inject control tokens.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field as dataclass_field
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 
 import torch
 

@@ -3,12 +3,23 @@ latency and memory of a turn); `eval-decoder` and `calibrate-levels` register fr
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 
+import torch
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    from animegamer.evaluation import decoder_eval, level_calibration
+from animegamer.core.atomic_io import write_json
+from animegamer.engine import evaluate as engine_evaluate
+from animegamer.evaluation import decoder_eval, level_calibration
+from animegamer.evaluation.bench import decoder as bench_decoder
+from animegamer.evaluation.bench import engine as bench_engine
+from animegamer.evaluation.bench.game import bench_game, format_table
+from animegamer.evaluation.report import format_summary
+from animegamer.evaluation.run import DEFAULT_SEED, parse_ablation, run_eval
+
+
+def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = None) -> None:
 
     decoder_eval.add_parser(subparsers)
     level_calibration.add_parser(subparsers)
@@ -46,6 +57,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ev.add_argument("--no-progress", action="store_true", help="no progress bars")
     ev.set_defaults(func=_eval)
 
+    ee = subparsers.add_parser(
+        "eval-engine", help="the engine's held-out report: motion level, state deltas, s_a, history windows",
+        description=engine_evaluate.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    engine_evaluate.add_arguments(ee)
+    ee.set_defaults(func=engine_evaluate.run)
+
+    for name, module, doc in (("bench-engine", bench_engine, "the engine alone: seconds per turn, KV reuse, memory"),
+                              ("bench-decoder", bench_decoder, "the shot decoder alone: decode time, training step, "
+                                                               "steps x guidance sweep")):
+        bp = subparsers.add_parser(name, help=doc, description=module.__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.add_arguments(bp)
+        bp.set_defaults(func=module.run)
+
     b = subparsers.add_parser(
         "bench", help="per-stage seconds per turn and peak memory of the game on this machine",
         description="Play a fixed instruction script through the game and report per-stage medians (engine, "
@@ -68,11 +93,7 @@ def _command() -> str:
 
 def _eval(args: argparse.Namespace) -> int:
     if args.threads:
-        import torch
-
         torch.set_num_threads(args.threads)
-    from animegamer.evaluation.report import format_summary
-    from animegamer.evaluation.run import DEFAULT_SEED, parse_ablation, run_eval
 
     report = run_eval(
         args.out, sessions=args.sessions, model=args.model, data=args.data,
@@ -89,10 +110,6 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    import json
-
-    from animegamer.evaluation.bench import bench_game, format_table
-    from animegamer.io_utils import write_json
 
     try:
         windows = tuple(int(w) for w in args.windows.split(",")) if args.windows else None

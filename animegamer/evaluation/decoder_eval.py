@@ -35,6 +35,20 @@ from typing import Any
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
+
+from animegamer.core.checkpoint import save_json_atomic
+from animegamer.core.runs import resolve_decoder
+from animegamer.decoder.diffusion import parse_level_fractions, parse_motion_scales
+from animegamer.decoder.pipeline import ShotDecoder, frames_from_uint8, frames_to_uint8
+from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR, Evaluator, probes
+from animegamer.evaluation.metrics import align_clips, finite_mean, motion_level_from_pixels, pixel_scores
+from animegamer.models.autoencoder import unpack_time
+from animegamer.training.phase_c import find_cache_dir
+from animegamer.training.shot_cache import CachedShots
+from animegamer.world.dataset import ShotDataset
+from animegamer.world.flow import MotionQuantizer
+from animegamer.world.preview import BG, save_png, shot_strip, stack_strips
 
 
 def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, evaluator, n: int = 32,
@@ -43,12 +57,6 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
     """Grade ``n`` cached held-out shots decoded from their true s_a (see module doc). ``steps`` /
     ``guidance`` override the sampler settings stored with the decoder. The first ``keep`` decoded
     shots are returned under "_shots" as (row, decoded uint8 frames) for a contact sheet."""
-    from tqdm.auto import tqdm
-
-    from animegamer.evaluation.evaluator import probes
-    from animegamer.evaluation.metrics import align_clips, motion_level_from_pixels, pixel_scores
-    from animegamer.models.shot_decoder import frames_to_uint8
-    from animegamer.world.flow import MotionQuantizer
 
     quant = MotionQuantizer.load()
     n = min(n, len(cache))
@@ -117,7 +125,6 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
 def _per_frame(autoencoder, latents: torch.Tensor) -> torch.Tensor | None:
     """Packed latents (F, C', h, w) -> one latent per video frame (T, C, h, w); None for an autoencoder
     that compresses time itself (no per-frame latents)."""
-    from animegamer.models.autoencoder import unpack_time
 
     if getattr(autoencoder.cfg, "kind", None) != "kl2d":
         return None
@@ -153,11 +160,6 @@ def autoencoder_motion_ceiling(autoencoder, cache, rows: list[dict[str, Any]], f
                                sigmas: list[float], seed: int = 0, progress: bool = True) -> dict[str, Any]:
     """Motion-level accuracy from the pixels of autoencoder round trips of ``n`` held-out shots, per
     latent noise level sigma (0 = the plain round trip): {sigma: {acc_f, level_counts}}."""
-    from tqdm.auto import tqdm
-
-    from animegamer.evaluation.metrics import finite_mean, motion_level_from_pixels
-    from animegamer.models.shot_decoder import frames_from_uint8, frames_to_uint8
-    from animegamer.world.flow import MotionQuantizer
 
     quant = MotionQuantizer.load()
     n = min(n, len(cache))
@@ -190,7 +192,6 @@ def own_motion(autoencoder, latents: torch.Tensor) -> float | None:
 
 def decoded_sheet(shots: list[tuple[dict[str, Any], np.ndarray]], frames_of, path: str | Path) -> Path:
     """One row per shot: first / middle / last decoded frames, then the true shot with its annotations."""
-    from animegamer.world.preview import BG, save_png, shot_strip, stack_strips
 
     rows = []
     for row, gen in shots:
@@ -214,14 +215,6 @@ def parse_sigmas(text: str | None) -> list[float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from animegamer.engine.world_sessions import resolve_decoder
-    from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR, Evaluator
-    from animegamer.training.checkpoint import save_json_atomic
-    from animegamer.models.diffusion import parse_level_fractions, parse_motion_scales
-    from animegamer.models.shot_decoder import ShotDecoder
-    from animegamer.phases.adapt import find_cache_dir
-    from animegamer.phases.decoder import CachedShots
-    from animegamer.world.dataset import ShotDataset
 
     sigmas = parse_sigmas(args.latent_noise)  # bad input fails before any decoding
     try:

@@ -28,11 +28,19 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from animegamer.core.runs import resolve_component
+from animegamer.models.action_classifier import ActionClassifier
+from animegamer.models.text_encoder import TextEncoder, TextEncoderConfig
+from animegamer.models.vision_tower import CONFIG_NAME, WEIGHTS_NAME, VisionTower
+from animegamer.training.engine_sessions import _file_hash as file_hash
+from animegamer.training.engine_sessions import decoder_run_inputs
+from animegamer.world.cast import load_cast
+from animegamer.world.place_art import load_places
+
 DEFAULT_EVALUATOR = Path(__file__).resolve().parent.parent / "weights" / "evaluator"
 
 
 def _file_hash(path: Path) -> str:
-    from animegamer.engine.world_sessions import _file_hash as file_hash
 
     return file_hash(path)
 
@@ -79,10 +87,6 @@ class Evaluator:
         """From a `train clip` run dir, its final/, or a vision_tower/ dir. The action classifier
         comes from ``actions`` (a `train action` run or its action_classifier/ dir), else from an
         action_classifier/ beside the tower (as in the shipped weights/evaluator), else none."""
-        from animegamer.evaluation.action_classifier import ActionClassifier
-        from animegamer.models.text_encoder import TextEncoder, TextEncoderConfig
-        from animegamer.models.vision_tower import CONFIG_NAME, WEIGHTS_NAME, VisionTower
-        from animegamer.phases.decoder import resolve_component
 
         tower_dir = resolve_component(path, CONFIG_NAME, "vision_tower")
         tower = VisionTower.from_pretrained(tower_dir)
@@ -129,8 +133,6 @@ class Evaluator:
 
 # -- zero-shot probes from a world turn row ---------------------------------------------------------
 def _place_tables():
-    from animegamer.world.cast import load_cast
-    from animegamer.world.place_art import load_places
 
     return sorted(load_cast()), load_places()
 
@@ -177,9 +179,6 @@ def recorded_tower_hashes(model_dir: str | Path | None) -> set[str]:
     records them: ``clip_hash`` keys in its JSON files, and the tower of the decoder run it came
     from (``model.json`` of `animegamer model pack`, or a shot_decoder/ linked into a run). Used to
     warn when the evaluator is the model's own tower. Best effort: unrecorded means not found."""
-    from animegamer.engine.world_sessions import decoder_run_inputs
-    from animegamer.models.vision_tower import CONFIG_NAME, WEIGHTS_NAME
-    from animegamer.phases.decoder import resolve_component
 
     found: set[str] = set()
     if model_dir is None or not Path(model_dir).is_dir():

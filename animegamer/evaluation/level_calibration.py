@@ -39,6 +39,22 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from animegamer.core.atomic_io import write_json
+from animegamer.core.runs import resolve_decoder, resolve_engine
+from animegamer.decoder.diffusion import MAX_MOTION_SCALE
+from animegamer.decoder.pipeline import ShotDecoder, frames_to_uint8
+from animegamer.engine.data import load_sessions
+from animegamer.engine.model import load_engine
+from animegamer.evaluation.metrics import motion_level_from_pixels
+from animegamer.models.autoencoder import ShotAutoencoder
+from animegamer.training.phase_c import check_same_world, predict_sessions, shot_rows
+from animegamer.training.shot_cache import CachedShots, build_cache, cache_encoders
+from animegamer.world.dataset import ShotDataset
+from animegamer.world.flow import MotionQuantizer
 
 # what a sweep can choose per level -> the DiffusionConfig field it sets (ties lean to the training
 # fraction for shared-noise, to 1 = no change for motion-scale)
@@ -49,7 +65,6 @@ def parse_grid(text: str, knob: str = "shared-noise") -> dict[int, list[float]]:
     """"1:0.998,0.9995;5:0.4,0.2" -> {1: [0.998, 0.9995], 5: [0.4, 0.2]}; SystemExit on bad input.
     Candidates are shared-noise fractions in [0, 1), or with ``knob`` "motion-scale" motion scales in
     [0, MAX_MOTION_SCALE]."""
-    from animegamer.models.diffusion import MAX_MOTION_SCALE
 
     fractions = knob == "shared-noise"
     valid = (lambda r: 0.0 <= r < 1.0) if fractions else (lambda r: 0.0 <= r <= MAX_MOTION_SCALE)
@@ -72,9 +87,6 @@ def parse_grid(text: str, knob: str = "shared-noise") -> dict[int, list[float]]:
 def ensure_cache(template: Path, data: Path, split: str, n: int, out: Path):
     """The feature cache of the first ``n`` shots of ``split``, built (or resumed) with the encoders
     and settings recorded in ``template`` (a finished cache of the decoder run)."""
-    from animegamer.models.autoencoder import ShotAutoencoder
-    from animegamer.phases.decoder import CachedShots, build_cache, cache_encoders
-    from animegamer.world.dataset import ShotDataset
 
     if not (template / "meta.json").is_file():
         raise SystemExit(f"calibrate-levels: {template} is not a decoder feature cache (no meta.json)")
@@ -100,13 +112,6 @@ def calibrate(decoder, cache, grid: dict[int, list[float]], guidance: float | No
     (cache row -> the engine's s_a (N, D) for that shot) decodes those instead of the true s_a, and
     only the shots it covers. ``knob`` "motion-scale" sweeps the per-level motion scale
     (``DiffusionConfig.sampling_motion_scale_by_level``) instead, with the decoder's noise prior kept."""
-    import numpy as np
-    import torch
-    from tqdm.auto import tqdm
-
-    from animegamer.evaluation.metrics import motion_level_from_pixels
-    from animegamer.models.shot_decoder import frames_to_uint8
-    from animegamer.world.flow import MotionQuantizer
 
     trained = decoder.diffusion
     field = KNOBS[knob]
@@ -169,9 +174,6 @@ def predicted_s_a(engine_run: str | Path, sessions_dir: Path, cache, data: Path,
     """cache row -> the engine's closed-loop s_a (N, D) for that shot, over the engine sessions (of the
     cache's split) whose every shot is in the cache: what the decoder is given in the game. The
     predictions are kept in ``out`` (resumable, reused when there)."""
-    from animegamer.engine.data import load_sessions
-    from animegamer.engine.model import load_engine, resolve_engine
-    from animegamer.phases.adapt import check_same_world, predict_sessions, shot_rows
 
     if not sessions_dir.is_dir():
         raise SystemExit(f"calibrate-levels: --sessions {sessions_dir} is not an engine-sessions directory")
@@ -188,11 +190,6 @@ def predicted_s_a(engine_run: str | Path, sessions_dir: Path, cache, data: Path,
 
 
 def run_sweep(args: argparse.Namespace) -> int:
-    import torch
-
-    from animegamer.engine.world_sessions import resolve_decoder
-    from animegamer.io_utils import write_json
-    from animegamer.models.shot_decoder import ShotDecoder
 
     grid = parse_grid(args.grid, args.knob)  # bad input fails before anything loads
     if bool(args.engine) != bool(args.sessions):

@@ -15,13 +15,18 @@ import math
 
 import cv2
 import numpy as np
+import pytorch_msssim
 import torch
 
-from animegamer.models.benchmark_decoder import psnr
 from animegamer.world.flow import MotionQuantizer, flow_magnitude
 from animegamer.world.rules import STATE_NAMES
 
 __all__ = ["align_clips", "psnr", "ssim", "ms_ssim", "MS_SSIM_MIN_SIDE", "pixel_scores", "motion_level_from_pixels", "mean_abs_error", "finite_mean"]
+
+def psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
+    return float(10 * np.log10(255.0**2 / max(mse, 1e-10)))
+
 
 # MS-SSIM scales: the standard 5-scale, 11-px-window MS-SSIM needs frames of at least 161 px; the
 # world's 96-px frames allow a 5-px window (pytorch_msssim asserts side > 16 x (window - 1)) and
@@ -61,7 +66,6 @@ def _check_pair(name: str, a: np.ndarray, b: np.ndarray) -> None:
 def ssim(a: np.ndarray, b: np.ndarray) -> float:
     """Mean SSIM (Wang et al. 2004: 11-px Gaussian window, sigma 1.5) over frames and RGB channels
     of two aligned uint8 clips (T, H, W, 3); 1 = identical. Computed by pytorch_msssim."""
-    import pytorch_msssim
 
     _check_pair("ssim", a, b)
     return float(pytorch_msssim.ssim(_as_batch(a), _as_batch(b), data_range=255, size_average=True))
@@ -70,7 +74,6 @@ def ssim(a: np.ndarray, b: np.ndarray) -> float:
 def ms_ssim(a: np.ndarray, b: np.ndarray) -> float:
     """Mean multi-scale SSIM of two aligned uint8 clips (T, H, W, 3) with at least 65-px sides
     (4 scales, 5-px window, see _MS_WEIGHTS); 1 = identical. Computed by pytorch_msssim."""
-    import pytorch_msssim
 
     _check_pair("ms_ssim", a, b)
     if min(a.shape[1:3]) < MS_SSIM_MIN_SIDE:

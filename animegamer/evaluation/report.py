@@ -8,18 +8,22 @@ from __future__ import annotations
 
 import platform
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from matplotlib.ticker import MaxNLocator
+from PIL import Image, ImageDraw
 
+from animegamer.core.atomic_io import atomic_write_path, write_json, write_text
+from animegamer.core.video_io import read_video
+from animegamer.evaluation.evaluator import Evaluator
 from animegamer.evaluation.metrics import align_clips, finite_mean
-from animegamer.io_utils import write_json, write_text
-
-if TYPE_CHECKING:
-    from animegamer.evaluation.evaluator import Evaluator
-    from animegamer.evaluation.run import SystemResult
-    from animegamer.world.dataset import WorldDataset
+from animegamer.evaluation.systems import SystemResult, jsonable
+from animegamer.world.dataset import WorldDataset
+from animegamer.world.preview import BG, FG, _font, save_png, shot_strip
 
 # (key, header, +1 higher is better / -1 lower is better, format)
 MAIN_COLUMNS = (
@@ -163,13 +167,8 @@ def markdown(report: dict[str, Any]) -> str:
 
 def plot(report: dict[str, Any], path: Path) -> Path:
     """Left: the 0..1 columns per system; right: CLIP-I (SSIM without an evaluator) per turn index."""
-    import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
-    from animegamer.io_utils import atomic_write_path
 
     summ = report["summary"]
     names = list(summ)
@@ -211,10 +210,6 @@ def contact_sheet(results: list["SystemResult"], world: "WorldDataset", sessions
                   n_turns: int = 8) -> Path | None:
     """Rows of turns (the first sessions' turns in order): first / middle / last frames of every
     system's generated shot, then the true shot with its annotations."""
-    from PIL import Image, ImageDraw
-
-    from animegamer.video_io import read_video
-    from animegamer.world.preview import BG, FG, _font, save_png, shot_strip
 
     picked = [row for rows in sessions for row in rows][:max(n_turns, 0)]
     if not picked or not results:
@@ -254,7 +249,6 @@ def write_outputs(out: Path, results: list["SystemResult"], refs: dict[str, list
                   sessions: list[list[dict[str, Any]]], evaluator: "Evaluator | None", warnings: list[str],
                   contact_turns: int = 8, command: str | None = None, seconds: float | None = None) -> dict[str, Any]:
     """Summaries + every output file; returns the report (what eval.json holds)."""
-    from animegamer.evaluation.run import _jsonable
 
     out = Path(out)
     files = {"json": "eval.json", "markdown": "eval.md", "plot": "eval.png", "contact_sheet": "contact_sheet.png",
@@ -281,7 +275,7 @@ def write_outputs(out: Path, results: list["SystemResult"], refs: dict[str, list
     plot(report, out / files["plot"])
     if contact_sheet(results, world, sessions, out / files["contact_sheet"], contact_turns) is None:
         files["contact_sheet"] = None
-    report = _jsonable(report)
+    report = jsonable(report)
     write_text(out / files["markdown"], markdown(report))
     write_json(out / files["json"], report)
     return report

@@ -32,51 +32,37 @@ from __future__ import annotations
 
 import gc
 import json
-import re
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
+from animegamer.core.atomic_io import write_json, write_jsonl
 from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR, Evaluator, probes, recorded_tower_hashes
 from animegamer.evaluation.metrics import (
-    align_clips, mean_abs_error, motion_level_from_pixels, pixel_scores,
+    align_clips,
+    mean_abs_error,
+    motion_level_from_pixels,
+    pixel_scores,
 )
-from animegamer.io_utils import write_json, write_jsonl
-
-if TYPE_CHECKING:
-    from animegamer.game.session import Game
-    from animegamer.world.dataset import WorldDataset
+from animegamer.evaluation.report import write_outputs
+from animegamer.evaluation.systems import (
+    GROUND_TRUTH,
+    MAIN,
+    SHUFFLED,
+    SystemResult,
+    SystemSpec,
+    jsonable,
+    slug,
+)
+from animegamer.game.session import DEFAULT_WEIGHTS, Game, SessionStore, turn_seed
+from animegamer.world.dataset import RenderConfig, WorldDataset, render_dataset
+from animegamer.world.flow import MotionQuantizer
 
 DEFAULT_SEED = 9000  # held-out world seed: the training data uses 0, the motion-level fit 1000
-GROUND_TRUTH = "ground truth (evaluator ceiling)"
-SHUFFLED = "shuffled truth (floor)"
-MAIN = "AnimeGamer"
-
-
-@dataclass
-class SystemSpec:
-    """One row of the table: a model directory (None = the default model) and an engine window."""
-
-    name: str
-    model: str | None = None
-    window: int | None = None  # engine history window override (None: the model's own)
-    kind: str = "model"  # "model" | "window" (the main model, another window) | "ablation"
-    note: str = ""
-
-
-@dataclass
-class SystemResult:
-    spec: SystemSpec
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    reused: bool = False
-
-
-def slug(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "system"
 
 
 def parse_ablation(text: str) -> tuple[str, str]:
@@ -92,7 +78,6 @@ def prepare_world(out: Path, data: str | Path | None, seed: int, sessions: int, 
                   width: int = 144, frames: int = 17, progress: bool = True
                   ) -> tuple["WorldDataset", list[list[dict[str, Any]]]]:
     """(WorldDataset, the first ``sessions`` held-out sessions as lists of turn rows)."""
-    from animegamer.world.dataset import RenderConfig, WorldDataset, render_dataset
 
     if sessions < 1:
         raise ValueError(f"--sessions must be >= 1, got {sessions}")
@@ -129,8 +114,6 @@ class Scorer:
     the next turn of the session needs (shot embedding, probe answers) for prop keep."""
 
     def __init__(self, world: "WorldDataset", evaluator: Evaluator | None) -> None:
-        from animegamer.world.flow import MotionQuantizer
-
         self.world = world
         self.evaluator = evaluator
         self.quantizer = MotionQuantizer.load()
@@ -197,9 +180,6 @@ def session_characters(rows: list[dict[str, Any]]) -> list[str]:
 def play_system(game: "Game", spec: SystemSpec, sessions: list[list[dict[str, Any]]], scorer: Scorer, world_seed: int,
                 progress: bool = True) -> list[dict[str, Any]]:
     """Play every session through ``game`` (GameSession.step, closed loop) and grade every turn."""
-    from tqdm.auto import tqdm
-
-    from animegamer.game.session import turn_seed
 
     engine = game.engine
     cfg = engine.cfg
@@ -269,7 +249,6 @@ def reference_rows(sessions: list[list[dict[str, Any]]], scorer: Scorer) -> dict
 
 # -- orchestration ---------------------------------------------------------------------------------
 def _model_stamp(model: str | None) -> dict[str, Any]:
-    from animegamer.game.session import DEFAULT_WEIGHTS
 
     root = Path(model).expanduser() if model else DEFAULT_WEIGHTS
     files = [p for p in root.rglob("*") if p.is_file()] if root.is_dir() else []
@@ -300,25 +279,11 @@ def _load_cached(out: Path, spec: SystemSpec, fp: dict) -> list[dict[str, Any]] 
 
 
 def _save_rows(out: Path, spec: SystemSpec, fp: dict, rows: list[dict[str, Any]]) -> None:
-    write_jsonl(out / "systems" / f"{slug(spec.name)}.jsonl", [_jsonable(r) for r in rows])
+    write_jsonl(out / "systems" / f"{slug(spec.name)}.jsonl", [jsonable(r) for r in rows])
     write_json(out / "systems" / f"{slug(spec.name)}.json", {"system": spec.name, "fingerprint": fp})
 
 
-def _jsonable(x: Any) -> Any:
-    """NaN / inf -> None (strict JSON), numpy scalars -> Python."""
-    if isinstance(x, dict):
-        return {k: _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, (np.floating, float)):
-        return float(x) if np.isfinite(x) else None
-    if isinstance(x, np.integer):
-        return int(x)
-    return x
-
-
 def _open_game(spec: SystemSpec, store: Path, main_models: tuple | None) -> "Game":
-    from animegamer.game.session import Game, SessionStore
 
     st = SessionStore(store)
     for old in st.list_sessions():  # a replay starts from an empty store (our own directory)
@@ -355,8 +320,6 @@ def run_eval(out: str | Path, sessions: int = 20, model: str | None = None, data
              window_ablations: list[int] | None = None, contact_turns: int = 8, fresh: bool = False,
              progress: bool = True, command: str | None = None) -> dict[str, Any]:
     """Play, grade and report (OUT/eval.json, eval.md, eval.png, contact_sheet.png); returns the report."""
-    from animegamer.evaluation.report import write_outputs
-    from animegamer.game.session import Game
 
     out = Path(out)
     specs = build_systems(model, list(ablations or []), list(window_ablations or []))

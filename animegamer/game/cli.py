@@ -2,9 +2,21 @@
 from __future__ import annotations
 
 import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from animegamer.decoder.diffusion import parse_level_fractions, parse_motion_scales
+from animegamer.game.pack import model_bytes, pack_model
+from animegamer.game.session import Game
+from animegamer.game.store import SessionStore, StoreError, export_session
+from animegamer.game.terminal import run_terminal
+from animegamer.game.web import launch
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = None) -> None:
     play = subparsers.add_parser("play", help="play the game: a web page on localhost (or --terminal)",
                                  description="Play AnimeGamer. Every turn is saved; reopen a game to continue it.")
     play.add_argument("--terminal", action="store_true", help="play in this terminal instead of a browser")
@@ -60,11 +72,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _pack(args: argparse.Namespace) -> int:
-    import json
-    from pathlib import Path
-
-    from animegamer.game.pack import model_bytes, pack_model
-    from animegamer.models.diffusion import parse_level_fractions, parse_motion_scales
 
     try:
         fractions = (parse_level_fractions(args.sample_shared_noise, "--sample-shared-noise")
@@ -82,31 +89,23 @@ def _pack(args: argparse.Namespace) -> int:
 
 
 def _store(args: argparse.Namespace):
-    from animegamer.game.store import SessionStore
 
     return SessionStore(args.store)
 
 
 def _play(args: argparse.Namespace) -> int:
     if args.threads:
-        import torch
-
         torch.set_num_threads(args.threads)
-    from animegamer.game.session import Game
 
     game = Game.load(args.model, store=args.store)
     if args.terminal:
-        from animegamer.game.terminal import run_terminal
-
         return run_terminal(game, open_id=args.open_id, characters=args.characters)
-    from animegamer.game.web import launch
 
     launch(game, host=args.host, port=args.port)
     return 0
 
 
 def _list(args: argparse.Namespace) -> int:
-    import time
 
     rows = _store(args).list_sessions()
     if not rows:
@@ -120,7 +119,6 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _delete(args: argparse.Namespace) -> int:
-    from animegamer.game.store import StoreError
 
     try:
         _store(args).delete_session(args.id)
@@ -131,7 +129,6 @@ def _delete(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from animegamer.game.store import StoreError, export_session
 
     try:
         mp4, png = export_session(_store(args), args.id, args.out, fps=args.fps)

@@ -19,6 +19,11 @@ from typing import Any
 
 import torch
 
+from animegamer.core.checkpoint import atomic_dir, load_safetensors, save_json_atomic, save_safetensors_atomic
+from animegamer.core.runs import ENGINE_WEIGHTS, resolve_decoder, resolve_engine
+from animegamer.decoder.pipeline import ShotDecoder
+from animegamer.engine.model import load_engine, save_engine
+
 
 def _metrics(run_dir: Path) -> dict[str, Any]:
     for p in (run_dir / "metrics.json", run_dir.parent / "metrics.json"):
@@ -39,10 +44,6 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
     ``motion_guidance`` the CFG scale of the frame-to-frame part of the guidance;
     ``sampling_motion_scale`` the per-level scale of the sampled latents' frame-to-frame part
     (``DiffusionConfig.sampling_motion_scale_by_level``). model.json records them."""
-    from animegamer.engine.model import load_engine, resolve_engine, save_engine
-    from animegamer.engine.world_sessions import resolve_decoder
-    from animegamer.models.shot_decoder import ShotDecoder
-    from animegamer.training.checkpoint import atomic_dir, save_json_atomic
 
     engine_dir, decoder_dir = resolve_engine(engine), resolve_decoder(decoder)
     eng = load_engine(engine_dir)
@@ -69,8 +70,6 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
     with atomic_dir(out) as tmp:
         save_engine(eng, tmp / "engine")
         if fp16:  # the rep statistics stay fp32 (tiny, and they scale every prediction)
-            from animegamer.engine.model import ENGINE_WEIGHTS
-            from animegamer.training.checkpoint import load_safetensors, save_safetensors_atomic
 
             sd = load_safetensors(tmp / "engine" / ENGINE_WEIGHTS)
             sd = {k: v.half() if v.is_floating_point() and not k.startswith("rep_") else v for k, v in sd.items()}

@@ -38,8 +38,12 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from animegamer.core.video_io import save_mp4
+from animegamer.decoder.pipeline import ShotDecoder
+from animegamer.engine.model import load_engine
 from animegamer.engine.sequence import TurnRecord
-from animegamer.game.store import SessionStore, StoreError, TurnRow, frames_of
+from animegamer.game.store import SessionStore, StoreError, TurnRow, export_session, frames_of
+from animegamer.world.cast import load_cast
 from animegamer.world.rules import HIGH, LOW, STATE_NAMES, apply_deltas, initial_states
 
 MAX_INSTRUCTION_CHARS = 500
@@ -207,7 +211,6 @@ class GameSession:
                                   generator=torch.Generator().manual_seed(seed))
             t2 = time.perf_counter()
         progress("saving", 0.9)
-        from animegamer.video_io import save_mp4
 
         store = game.store
         clip = save_mp4(frames, store.new_clip_path(self.id, index), fps=game.fps)
@@ -239,8 +242,6 @@ class Game:
                  cast: list[str] | None = None, model_info: dict[str, Any] | None = None,
                  temperature: float = 0.0, fps: int = FPS) -> None:
         if cast is None:
-            from animegamer.world.cast import load_cast
-
             cast = list(load_cast())
         self.engine = engine.eval()
         self.decoder = decoder.eval()
@@ -273,8 +274,6 @@ class Game:
                 "(written by `animegamer train engine`, its final/ directory) and shot_decoder/ (from "
                 "`animegamer train decoder` or `animegamer train adapt`, its final/ directory); copy or link "
                 "both there, or pass another directory with --model PATH")
-        from animegamer.engine.model import load_engine
-        from animegamer.models.shot_decoder import ShotDecoder
 
         engine = load_engine(root / "engine")
         if merge_lora:
@@ -329,6 +328,5 @@ class Game:
 
     def export_session(self, session_id: str, out: str | Path | None = None) -> tuple[Path, Path]:
         """The whole game as one MP4 with the states drawn on it + a storyboard PNG."""
-        from animegamer.game.store import export_session
 
         return export_session(self.store, session_id, out, fps=self.fps)

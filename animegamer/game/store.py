@@ -31,10 +31,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+import cv2
 import numpy as np
 import torch
+from PIL import Image, ImageDraw, ImageFont
+from platformdirs import user_data_dir
+from safetensors.torch import load, save
 
-from animegamer.errors import UserFacingError
+from animegamer.core.atomic_io import atomic_write
+from animegamer.core.errors import UserFacingError
+from animegamer.core.video_io import read_video, save_mp4
 
 SCHEMA_VERSION = 1
 DB_NAME = "games.sqlite"
@@ -77,19 +83,16 @@ def default_store_dir() -> Path:
     env = os.environ.get(STORE_ENV)
     if env:
         return Path(env).expanduser()
-    from platformdirs import user_data_dir
 
     return Path(user_data_dir("animegamer", appauthor=False)) / "saves"
 
 
 def s_a_to_blob(s_a: torch.Tensor) -> bytes:
-    from safetensors.torch import save
 
     return save({"s_a": s_a.detach().to("cpu", torch.float32).contiguous()})
 
 
 def blob_to_s_a(blob: bytes) -> torch.Tensor:
-    from safetensors.torch import load
 
     return load(bytes(blob))["s_a"]
 
@@ -281,7 +284,6 @@ class SessionStore:
 
 def frames_of(clip: Path) -> np.ndarray:
     """A saved clip back as uint8 (T, H, W, 3)."""
-    from animegamer.video_io import read_video
 
     return read_video(clip)
 
@@ -294,7 +296,6 @@ EXPORT_MIN_WIDTH = 384
 
 
 def _font(size: int):
-    from PIL import ImageFont
 
     return ImageFont.load_default(size=size)
 
@@ -332,7 +333,6 @@ def draw_state_bars(draw, x: int, y: int, width: int, states: dict[str, int], de
 
 
 def _zoom_to(frames: np.ndarray, min_h: int) -> np.ndarray:
-    import cv2
 
     zoom = max(1, -(-min_h // frames.shape[-3]))
     if zoom == 1:
@@ -343,7 +343,6 @@ def _zoom_to(frames: np.ndarray, min_h: int) -> np.ndarray:
 
 def annotated_frames(frames: np.ndarray, turn: TurnRow) -> np.ndarray:
     """One turn's frames, zoomed, above a panel: turn number, instruction, motion level, state bars."""
-    from PIL import Image, ImageDraw
 
     big = _zoom_to(frames, EXPORT_MIN_HEIGHT)
     h, w = big.shape[1:3]
@@ -386,10 +385,6 @@ def export_session(store: SessionStore, session_id: str, out: str | os.PathLike 
                    fps: int = 8) -> tuple[Path, Path]:
     """``out`` (a path stem; default ``<store>/exports/<id>``) + .mp4 (every turn's shot with the
     states drawn under it) and .png (the storyboard). Both written atomically."""
-    from PIL import Image
-
-    from animegamer.io_utils import atomic_write
-    from animegamer.video_io import save_mp4
 
     store.get_session(session_id)
     turns = store.load_turns(session_id)

@@ -28,10 +28,16 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import torch
+from diffusers import AutoencoderKL, AutoencoderKLCogVideoX
 from torch import nn
 
-from animegamer.training.checkpoint import (
-    FORMAT_VERSION, load_json, load_safetensors, save_json_atomic, save_safetensors_atomic, state_dict_to_dtype,
+from animegamer.core.checkpoint import (
+    FORMAT_VERSION,
+    load_json,
+    load_safetensors,
+    save_json_atomic,
+    save_safetensors_atomic,
+    state_dict_to_dtype,
 )
 
 WEIGHTS_NAME = "autoencoder.safetensors"
@@ -134,8 +140,6 @@ class ShotAutoencoder(nn.Module):
         super().__init__()
         self.cfg = cfg = cfg or AutoencoderConfig()
         if cfg.kind == "kl2d":
-            from diffusers import AutoencoderKL
-
             n = len(cfg.block_out_channels)
             self.vae = AutoencoderKL(
                 in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",) * n,
@@ -148,8 +152,6 @@ class ShotAutoencoder(nn.Module):
                 self.vae.to(memory_format=torch.channels_last)
             scale, shift = 1.0, 0.0
         else:
-            from diffusers import AutoencoderKLCogVideoX
-
             if cfg.pretrained_path:
                 self.vae = AutoencoderKLCogVideoX.from_pretrained(cfg.pretrained_path, local_files_only=True)
             else:  # random init (tests); the real one comes from a local path

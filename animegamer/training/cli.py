@@ -1,83 +1,45 @@
-"""`animegamer train <phase> ...`: one subcommand per phase module in animegamer.phases.
+"""`animegamer train <phase> ...`: one subcommand per training module.
 
-A phase module provides `add_arguments(parser)` and `run(args) -> int`. Phase modules keep
-torch/transformers imports inside `run`, so building the parser stays cheap. Missing phase
-modules are skipped (they land one by one).
-
-Shared options for every phase (`add_train_arguments`) map onto TrainConfig fields; a phase
-preset supplies the defaults and any option given on the command line overrides it.
+A training module provides `add_arguments(parser)` and `run(args) -> int`. Only the module of the
+phase asked for is imported, so `animegamer train --help` stays fast.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import sys
+from types import ModuleType
 
-PHASES = ["clip", "vae", "decoder", "engine", "adapt", "action"]
-
-# command-line flag -> TrainConfig field (all default to None = "take the preset's value")
-_TRAIN_FLAGS = {
-    "--steps": ("steps", int), "--batch-size": ("batch_size", int), "--lr": ("lr", float),
-    "--weight-decay": ("weight_decay", float), "--warmup-steps": ("warmup_steps", int),
-    "--schedule": ("schedule", str), "--min-lr-ratio": ("min_lr_ratio", float), "--grad-clip": ("grad_clip", float),
-    "--ema-decay": ("ema_decay", float), "--mixed-precision": ("mixed_precision", str),
-    "--log-every": ("log_every", int), "--save-every": ("save_every", int),
-    "--keep-checkpoints": ("keep_checkpoints", int), "--seed": ("seed", int), "--num-workers": ("num_workers", int),
+# command name -> (module, one line of help). The paper's three phases, then the parts we train
+# ourselves because no pretrained weights exist offline (autoencoder, vision tower) and the
+# evaluator's action classifier.
+PHASES: dict[str, tuple[str, str]] = {
+    "decoder": ("animegamer.training.phase_a", "phase a: the action encoder E_a and the shot decoder"),
+    "engine": ("animegamer.training.phase_b", "phase b: the game engine (LLM + LoRA)"),
+    "adapt": ("animegamer.training.phase_c", "phase c: adapt the decoder to the engine's predictions"),
+    "vae": ("animegamer.training.fit_autoencoder", "the shot autoencoder (the decoder's latent space)"),
+    "clip": ("animegamer.training.fit_vision_tower", "a CLIP-style vision tower (the evaluator's)"),
+    "action": ("animegamer.training.fit_action_classifier", "the evaluator's video action classifier"),
 }
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def phase_module(name: str) -> ModuleType:
+    """The training module behind `animegamer train NAME`."""
+    if name not in PHASES:
+        raise ValueError(f"unknown phase {name!r}; choose one of {', '.join(PHASES)}")
+    return importlib.import_module(PHASES[name][0])
+
+
+def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = None) -> None:
     train = subparsers.add_parser("train", help="train a phase: " + ", ".join(PHASES))
     tsub = train.add_subparsers(dest="phase", metavar="PHASE")
     tsub.required = True
-    for name in PHASES:
-        modname = f"animegamer.phases.{name}"
-        try:
-            module = importlib.import_module(modname)
-        except ModuleNotFoundError as e:
-            if e.name and modname.startswith(e.name):  # the phase does not exist (yet)
-                continue
-            raise
-        doc = (module.__doc__ or name).strip().splitlines()[0]
-        p = tsub.add_parser(name, help=doc, description=module.__doc__,
+    argv = sys.argv[1:] if argv is None else argv
+    asked = argv[argv.index("train") + 1] if "train" in argv[:-1] else None
+    for name, (_, doc) in PHASES.items():
+        module = phase_module(name) if name == asked else None
+        p = tsub.add_parser(name, help=doc, description=module.__doc__ if module else doc,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-        module.add_arguments(p)
-        p.set_defaults(func=module.run)
-
-
-def add_train_arguments(parser: argparse.ArgumentParser, presets: list[str], data_required: bool = True) -> None:
-    """The options every phase shares: preset, data, out, resume, and TrainConfig overrides."""
-    parser.add_argument("--preset", choices=presets, default="default" if "default" in presets else presets[0],
-                        help="named sizes + training schedule (default: %(default)s)")
-    parser.add_argument("--data", required=data_required, help="world dataset directory (animegamer world render)")
-    parser.add_argument("--out", required=True, help="run directory: checkpoints, log.jsonl, loss.png, final/")
-    parser.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
-    parser.add_argument("--limit", type=int, default=None, help="use only the first N training shots")
-    parser.add_argument("--no-progress", action="store_true", help="no tqdm bar (logs still go to log.jsonl)")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch CPU threads (default: torch's choice; 1 can be faster on a busy shared CPU)")
-    g = parser.add_argument_group("training overrides (default: the preset's value)")
-    for flag, (field, typ) in _TRAIN_FLAGS.items():
-        kw: dict = {"type": typ, "default": None, "metavar": {int: "N", float: "X", str: "S"}[typ]}
-        if field == "schedule":
-            kw.update(choices=["cosine", "linear", "constant"], metavar=None)
-        if field == "mixed_precision":
-            kw.update(choices=["no", "bf16"], metavar=None)
-        g.add_argument(flag, dest=f"train_{field}", **kw)
-
-
-def train_config_from_args(base: dict, args: argparse.Namespace):
-    """TrainConfig from a preset's dict of fields, overridden by the flags that were given."""
-    from animegamer.training.loop import TrainConfig
-
-    if getattr(args, "threads", None):
-        import torch
-
-        torch.set_num_threads(args.threads)
-    fields = dict(base)
-    for _, (field, _typ) in _TRAIN_FLAGS.items():
-        v = getattr(args, f"train_{field}", None)
-        if v is not None:
-            fields[field] = v
-    if getattr(args, "no_progress", False):
-        fields["progress"] = False
-    return TrainConfig(**fields)
+        if module is not None:
+            module.add_arguments(p)
+            p.set_defaults(func=module.run)

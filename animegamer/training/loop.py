@@ -38,12 +38,24 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, runtime_checkable
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from accelerate import Accelerator
+from accelerate.state import AcceleratorState
 from torch import nn
+from tqdm.auto import tqdm
 
-from animegamer.training.checkpoint import (
-    FORMAT_VERSION, TMP_PREFIX, commit_dir, load_json, load_safetensors, remove_stale_temps, save_json_atomic,
+from animegamer.core.checkpoint import (
+    FORMAT_VERSION,
+    TMP_PREFIX,
+    atomic_dir,
+    commit_dir,
+    load_json,
+    load_safetensors,
+    remove_stale_temps,
+    save_json_atomic,
     save_safetensors_atomic,
 )
 
@@ -310,9 +322,6 @@ class _Trainer:
 
     def __init__(self, module: nn.Module, dataset, collate_fn: Callable | None, cfg: TrainConfig,
                  out_dir: Path) -> None:
-        from accelerate import Accelerator
-        from accelerate.state import AcceleratorState
-
         AcceleratorState._reset_state()  # allow several runs (tests) with different precision in one process
         self.acc = Accelerator(mixed_precision=cfg.mixed_precision)
         self.cfg, self.out_dir, self.dataset, self.collate_fn = cfg, out_dir, dataset, collate_fn
@@ -450,10 +459,8 @@ def plot_losses(out_dir: str | Path) -> Path | None:
     rows = read_log(out_dir)
     if not rows:
         return None
-    import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     keys = sorted({k for r in rows for k in r if k.startswith("loss")})
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -519,7 +526,6 @@ def train(module: nn.Module, dataset, collate_fn: Callable | None, cfg: TrainCon
             generator=torch.Generator().manual_seed(cfg.seed), persistent_workers=cfg.num_workers > 0,
         )
         batches = iter(loader)
-        from tqdm.auto import tqdm
 
         bar = tqdm(total=cfg.steps, initial=t.step, disable=not (cfg.progress and acc.is_main_process),
                    desc=out_dir.name, dynamic_ncols=True)
@@ -586,8 +592,6 @@ def export(t: _Trainer, module: nn.Module) -> Path:
     if t.ema is not None:
         t.ema.swap()
     try:
-        from animegamer.training.checkpoint import atomic_dir
-
         with atomic_dir(final_dir) as tmp:
             save_safetensors_atomic(t.model_state(), tmp / "model.safetensors",
                                     metadata={"ema": str(t.ema is not None), "step": str(t.step)})

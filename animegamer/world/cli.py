@@ -3,7 +3,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
+import tempfile
 from pathlib import Path
+
+import numpy as np
+
+from animegamer.core.atomic_io import write_json
+from animegamer.world.catalog import catalog
+from animegamer.world.dataset import RenderConfig, WorldDataset, relabel_motion_levels, render_dataset
+from animegamer.world.flow import MotionQuantizer
+from animegamer.world.level_ceiling import additive_level_ceiling, level_ceiling
+from animegamer.world.preview import cast_sheet, contact_sheet, session_video
 
 
 def _positive(kind: str):
@@ -18,7 +29,7 @@ def _positive(kind: str):
     return parse
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction, argv: list[str] | None = None) -> None:
     world = sub.add_parser("world", help="the synthetic anime world: render datasets, preview, catalogue")
     wsub = world.add_subparsers(dest="world_command", metavar="WORLD_COMMAND")
     wsub.required = True
@@ -79,7 +90,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from animegamer.world.dataset import RenderConfig, render_dataset
 
     cfg = RenderConfig(sessions=args.sessions, turns=args.turns, seed=args.seed, height=args.height,
                        width=args.width, frames=args.frames, fps=args.fps, workers=args.workers,
@@ -91,7 +101,6 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _catalog(args: argparse.Namespace) -> int:
-    from animegamer.world.catalog import catalog
 
     cat = catalog()
     if args.json:
@@ -105,7 +114,6 @@ def _catalog(args: argparse.Namespace) -> int:
 
 
 def _preview(args: argparse.Namespace) -> int:
-    from animegamer.world.preview import contact_sheet, session_video
 
     path = contact_sheet(args.data, args.out, n_shots=args.shots)
     print(f"contact sheet: {path}")
@@ -116,10 +124,6 @@ def _preview(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    import shutil
-
-    from animegamer.world.dataset import RenderConfig, render_dataset
-    from animegamer.world.preview import cast_sheet, contact_sheet, session_video
 
     out = Path(args.out)
     data = out / "data"
@@ -134,10 +138,6 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _fit_levels(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    from animegamer.world.dataset import WorldDataset
-    from animegamer.world.flow import MotionQuantizer
 
     world = WorldDataset(args.data)
     mags = np.array([r["flow_magnitude"] for r in world.rows])
@@ -147,17 +147,12 @@ def _fit_levels(args: argparse.Namespace) -> int:
         q.save(fitted_on=f"{len(mags)} shots of {args.data} (seed {world.meta['seed']})")
         print("saved as the packaged thresholds")
     if args.relabel:
-        from animegamer.world.dataset import relabel_motion_levels
         counts = relabel_motion_levels(args.data, MotionQuantizer.load())
         print(f"relabelled {args.data}: level counts {counts}")
     return 0
 
 
 def _level_ceiling(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    from animegamer.world.dataset import WorldDataset
-    from animegamer.world.level_ceiling import additive_level_ceiling, level_ceiling
 
     train, held = [], []
     for d in args.data:  # several worlds pool: the effects of characters and places are the same in each
@@ -175,9 +170,6 @@ def _level_ceiling(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    import tempfile
-
-    from animegamer.world.dataset import RenderConfig, render_dataset
 
     with tempfile.TemporaryDirectory() as tmp:
         meta = render_dataset(RenderConfig(sessions=args.sessions, turns=args.turns, seed=12345,
@@ -187,6 +179,5 @@ def _bench(args: argparse.Namespace) -> int:
               "bytes_per_1000_shots": meta["bytes_per_1000_shots"], "target_shots_per_second": 20}
     print(json.dumps(result, indent=2))
     if args.json_out:
-        from animegamer.io_utils import write_json
         write_json(args.json_out, result)
     return 0

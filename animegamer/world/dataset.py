@@ -18,17 +18,16 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from animegamer.io_utils import write_json, write_jsonl, write_npz
-from animegamer.training.batches import ShotBatch
-
-if TYPE_CHECKING:
-    from animegamer.world.flow import MotionQuantizer
+from animegamer.core.atomic_io import write_json, write_jsonl, write_npz
+from animegamer.world.batches import ShotBatch
+from animegamer.world.flow import MotionQuantizer, flow_magnitude
+from animegamer.world.shot import render_session
 
 FORMAT = "animegamer-world"
 VERSION = 1
@@ -74,8 +73,6 @@ def _session_turns(cfg: RenderConfig, index: int) -> int:
 
 def _render_one(args: tuple[RenderConfig, int, str]) -> list[dict]:
     cfg, index, out = args
-    from animegamer.world.flow import flow_magnitude
-    from animegamer.world.shot import render_session
 
     torch.set_num_threads(1)
     session_json = Path(out) / "sessions" / f"{index:06d}.json"
@@ -94,7 +91,6 @@ def _render_one(args: tuple[RenderConfig, int, str]) -> list[dict]:
 
 def render_dataset(cfg: RenderConfig, out: str | os.PathLike, progress: bool = True) -> dict:
     """Render cfg.sessions sessions into `out` with cfg.workers processes; returns meta."""
-    from animegamer.world.flow import MotionQuantizer
 
     out = Path(out)
     if (out / "meta.json").exists():

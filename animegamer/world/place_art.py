@@ -21,13 +21,13 @@ Screen-coordinate convention (the shot composer relies on it)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import cv2
 import numpy as np
 import yaml
 
+from animegamer.world.place_spec import LayerSpec, PlaceSpec, PlaceSpecError, PropInstance
 from animegamer.world.prop_art import PROP_PAINTERS, RGB, Layer, PaintCtx, hex_rgb, mix, shade
 from animegamer.world.scenery_art import PAINTERS, rng_for
 
@@ -37,60 +37,6 @@ LAYERS = ("sky", "far", "mid", "near")
 PROP_LAYERS = ("far", "mid", "near")
 DEFAULT_PATH = Path(__file__).parent / "data" / "places.yaml"
 FORMAT_VERSION = 1
-
-
-class PlaceSpecError(ValueError):
-    """places.yaml is malformed; the message names the field and what it got."""
-
-
-@dataclass(frozen=True)
-class LayerSpec:
-    parallax: float
-    base_y: float
-    desc: str
-
-
-@dataclass(frozen=True)
-class PlaceSpec:
-    key: str
-    names: tuple[str, ...]
-    indoor: bool
-    has_ground: bool
-    ground_y: float
-    water_y: float | None
-    horizon_y: float
-    prop_scale: float
-    palettes: dict[str, dict[str, RGB]]  # time -> complete palette (missing keys already tinted)
-    layers: dict[str, LayerSpec]
-    props: dict[str, tuple[str, ...]]  # prop kind -> colour options
-    colors: dict[str, RGB] = field(repr=False, default_factory=dict)  # shared colour table
-    prop_kinds: dict[str, dict] = field(repr=False, default_factory=dict)  # shared kind table
-    time_tints: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = field(repr=False, default_factory=dict)
-
-    @property
-    def display_name(self) -> str:
-        return self.names[0]
-
-    def tint(self, c: RGB, time: str) -> RGB:
-        if time not in self.time_tints:
-            return c
-        mul, add = self.time_tints[time]
-        return tuple(int(np.clip(c[i] * mul[i] + add[i], 0, 255)) for i in range(3))  # type: ignore[return-value]
-
-
-@dataclass(frozen=True)
-class PropInstance:
-    """One per-session prop. x is a fraction of its layer's width (for `near`, the world x)."""
-
-    kind: str
-    color: str  # colour name from places.yaml `colors`, "" for colourless kinds
-    x: float
-    layer: str
-    display: str = ""
-
-    def describe(self) -> str:
-        name = self.display or self.kind.replace("_", " ")
-        return f"{self.color} {name}" if self.color else name
 
 
 # ---------------------------------------------------------------------------------------------

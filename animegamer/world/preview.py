@@ -8,7 +8,10 @@ import cv2
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from animegamer.io_utils import atomic_write
+from animegamer.core.atomic_io import atomic_write
+from animegamer.core.video_io import save_gif, save_mp4
+from animegamer.world.cast import load_cast, random_look
+from animegamer.world.character_art import character_portrait
 from animegamer.world.dataset import WorldDataset
 
 ZOOM = 2
@@ -103,7 +106,6 @@ def _caption_frame(frame: np.ndarray, text: str, zoom: int = 3) -> np.ndarray:
 
 def session_video(data: str | os.PathLike, session: int, stem: str | os.PathLike) -> list[Path]:
     """All turns of one session, captioned with their instructions, as GIF and MP4."""
-    from animegamer.video_io import save_gif, save_mp4
 
     world = WorldDataset(data)
     turns = [r for r in world.rows if r["session"] == session]
@@ -118,9 +120,6 @@ def session_video(data: str | os.PathLike, session: int, stem: str | os.PathLike
 
 def cast_sheet(out: str | os.PathLike, size: int = 160) -> Path:
     """Every character's portrait with its name."""
-    from animegamer.world.cast import load_cast
-    from animegamer.world.character_art import character_portrait
-    from animegamer.world.cast import random_look
 
     cast = load_cast()
     tiles = []

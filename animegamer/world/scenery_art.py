@@ -9,15 +9,12 @@ numbers at every time of day, so day, sunset and night show the same houses, tre
 from __future__ import annotations
 
 import zlib
-from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
 
-from animegamer.world.prop_art import AUTO, Layer, PaintCtx, mix, outline_of, shade
-
-if TYPE_CHECKING:
-    from animegamer.world.place_art import PlaceSpec
+from animegamer.world.place_spec import PlaceSpec
+from animegamer.world.prop_art import AUTO, RGB, Layer, PaintCtx, mix, outline_of, shade
 
 
 def rng_for(seed: int, *tags) -> np.random.Generator:

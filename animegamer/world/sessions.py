@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from animegamer.world import rules
-from animegamer.world.cast import CharacterSpec, Look, load_cast, random_look
+from animegamer.world.cast import Look, load_cast, random_look
 from animegamer.world.instructions import Action, render_instruction
-from animegamer.world.motion_catalog import TIMES, load_motions
-from animegamer.world.place_art import PlaceSpec, PropInstance, load_places, sample_props
+from animegamer.world.motion_catalog import load_motions
+from animegamer.world.place_art import load_places, sample_props
+from animegamer.world.place_spec import PropInstance
 
 SPLITS = ("train", "val", "test")
 TIME_WEIGHTS = {"day": 0.5, "sunset": 0.2, "night": 0.3}

@@ -12,13 +12,14 @@ from typing import Iterator
 import cv2
 import numpy as np
 
-from animegamer.world.cast import load_cast
+from animegamer.world import rules
+from animegamer.world.cast import load_cast, random_look
 from animegamer.world.character_art import draw_character
-from animegamer.world.instructions import motion_text
+from animegamer.world.instructions import Action, motion_text
 from animegamer.world.motion_catalog import load_motions
 from animegamer.world.motions import ActorFrame, animate, animate_pair, mirror
-from animegamer.world.place_art import PlaceScene, describe_props, load_places
-from animegamer.world.sessions import SessionPlan, TurnPlan, plan_session
+from animegamer.world.place_art import PlaceScene, describe_props, load_places, sample_props
+from animegamer.world.sessions import ActorState, SessionPlan, TurnPlan, plan_session
 
 SUPERSAMPLE = 2
 CHARACTER_SCALE = 0.46  # pixel height of a height-1.0 character, as a fraction of the frame height
@@ -194,11 +195,6 @@ def render_action(characters: tuple[str, ...], verb: str, adverb: str, place: st
                   camera: str | None = None, stamina: int = 50, height: int = 96, width: int = 144,
                   n_frames: int = 17, fps: int = 8) -> np.ndarray:
     """Render one action outside any session (tests, demos, ground truth for a given action)."""
-    from animegamer.world import rules
-    from animegamer.world.cast import random_look
-    from animegamer.world.instructions import Action
-    from animegamer.world.place_art import sample_props
-    from animegamer.world.sessions import ActorState
 
     cast, places = load_cast(), load_places()
     motions, adverbs = load_motions()

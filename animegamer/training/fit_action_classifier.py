@@ -15,7 +15,21 @@ column's ceiling, with per-verb accuracy and the majority-class rate.
 from __future__ import annotations
 
 import argparse
+import copy
+from collections import Counter
 from pathlib import Path
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+from transformers import VideoMAEForVideoClassification
+
+from animegamer.core.checkpoint import save_json_atomic
+from animegamer.models.action_classifier import ACTION_DIR, ActionClassifier, classifier_config, pick_frames
+from animegamer.training.arguments import add_train_arguments, train_config_from_args
+from animegamer.training.loop import train
+from animegamer.world.dataset import ShotDataset, collate_shots
+from animegamer.world.motion_catalog import load_motions
 
 PRESETS: dict[str, dict] = {
     "tiny": {"model": "tiny",
@@ -27,10 +41,6 @@ PRESETS: dict[str, dict] = {
 
 
 def _module_class():
-    import torch
-    from torch import nn
-
-    from animegamer.evaluation.action_classifier import ACTION_DIR, pick_frames
 
     class ActionModule(nn.Module):
         """forward(ShotBatch) -> (cross-entropy, logs) of VideoMAEForVideoClassification."""
@@ -54,8 +64,6 @@ def _module_class():
             return self.model.parameters()
 
         def export_pretrained(self, directory: Path) -> None:
-            import copy
-
             copy.deepcopy(self.model).half().save_pretrained(Path(directory) / ACTION_DIR)
 
         def config_dict(self) -> dict:
@@ -65,9 +73,6 @@ def _module_class():
 
 
 def build_module(preset: str, labels: list[str], height: int, width: int):
-    from transformers import VideoMAEForVideoClassification
-
-    from animegamer.evaluation.action_classifier import classifier_config
 
     model = VideoMAEForVideoClassification(classifier_config(PRESETS[preset]["model"], labels, height, width))
     return _module_class()(model)
@@ -75,18 +80,12 @@ def build_module(preset: str, labels: list[str], height: int, width: int):
 
 def world_verbs() -> list[str]:
     """Every verb of the world's motion catalogue, sorted (the classifier's classes)."""
-    from animegamer.world.motion_catalog import load_motions
 
     return sorted(load_motions()[0])
 
 
 def evaluate(classifier, data: str, progress: bool = True) -> dict:
     """Accuracy of ``classifier`` on the held-out (val + test) TRUE shots of ``data``."""
-    from collections import Counter
-
-    from tqdm.auto import tqdm
-
-    from animegamer.world.dataset import ShotDataset
 
     rows, hits = [], []
     for split in ("val", "test"):
@@ -106,19 +105,11 @@ def evaluate(classifier, data: str, progress: bool = True) -> dict:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from animegamer.training.cli import add_train_arguments
 
     add_train_arguments(parser, list(PRESETS))
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
-
-    from animegamer.evaluation.action_classifier import ACTION_DIR, ActionClassifier
-    from animegamer.training.checkpoint import save_json_atomic
-    from animegamer.training.cli import train_config_from_args
-    from animegamer.training.loop import train
-    from animegamer.world.dataset import ShotDataset, collate_shots
 
     cfg = train_config_from_args(PRESETS[args.preset]["train"], args)
     dataset = ShotDataset(args.data, "train", limit=args.limit)

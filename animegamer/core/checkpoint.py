@@ -18,7 +18,7 @@ from typing import Any, Iterator
 import torch
 from safetensors.torch import load_file, save_file
 
-from animegamer.io_utils import _UMASK, TMP_PREFIX, atomic_write_path, fsync_dir
+from animegamer.core.atomic_io import _UMASK, TMP_PREFIX, atomic_write_path, fsync_dir
 
 FORMAT_VERSION = 1
 

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from diffusers import DDIMScheduler, DDPMScheduler, DPMSolverMultistepScheduler
 from torch import nn
 
-from animegamer.models.decoder import DecoderNet
+from animegamer.decoder.network import DecoderNet
 
 SAMPLERS = ("dpmpp", "ddim")
 MAX_MOTION_SCALE = 4.0  # sampling_motion_scale_by_level: beyond this a shot is noise, not motion
@@ -39,7 +39,7 @@ class DiffusionConfig:
     # the autoencoder's latents are normalised to ~unit variance before diffusion: x = (z - shift) * scale
     latent_shift: float = 0.0
     latent_scale: float = 1.0
-    # sampling defaults (a measured speed / quality trade-off; see models/benchmark_decoder.py)
+    # sampling defaults (a measured speed / quality trade-off; see evaluation/bench/decoder.py)
     steps: int = 6
     guidance: float = 3.0
     # CFG scale for the part of the guidance direction that differs between a shot's video frames

@@ -22,16 +22,22 @@ import numpy as np
 import torch
 from torch import nn
 
-from animegamer.models.decoder import DecoderConfig, DecoderNet
-from animegamer.models.diffusion import DiffusionConfig, sample
-from animegamer.training.checkpoint import (
-    FORMAT_VERSION, atomic_dir, load_json, load_safetensors, save_json_atomic, save_safetensors_atomic,
+from animegamer.core.checkpoint import (
+    FORMAT_VERSION,
+    atomic_dir,
+    load_json,
+    load_safetensors,
+    save_json_atomic,
+    save_safetensors_atomic,
     state_dict_to_dtype,
 )
+from animegamer.core.runs import DECODER_CONFIG, DECODER_WEIGHTS
+from animegamer.decoder.diffusion import DiffusionConfig, sample
+from animegamer.decoder.network import DecoderConfig, DecoderNet
 
 FORMAT = "animegamer-shot-decoder"
-CONFIG_NAME = "shot_decoder.json"
-WEIGHTS_NAME = "shot_decoder.safetensors"
+CONFIG_NAME = DECODER_CONFIG
+WEIGHTS_NAME = DECODER_WEIGHTS
 AUTOENCODER_DIR = "autoencoder"
 
 

@@ -43,9 +43,10 @@ from typing import Any
 
 import torch
 from diffusers import CogVideoXTransformer3DModel
+from safetensors.torch import load_file
 from torch import nn
 
-from animegamer.models.action_encoder import ActionEncoder, ActionEncoderConfig
+from animegamer.representation.action_encoder import ActionEncoder, ActionEncoderConfig
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +211,6 @@ def load_pretrained_transformer(model: nn.Module, path: str | Path) -> dict[str,
     What does not fit (the new ofs/motion MLP, a text_proj of another width) keeps its init and is
     reported. Reads safetensors only (single or sharded); never touches the network.
     """
-    from safetensors.torch import load_file
 
     path = Path(path)
     if (path / "transformer").is_dir():

@@ -1,9 +1,9 @@
 """Decode-speed benchmark and the steps x guidance quality/speed sweep of the shot decoder.
 
-    python -m animegamer.models.benchmark_decoder                      # default size, random weights
-    python -m animegamer.models.benchmark_decoder --decoder DIR --steps 4 6 8 --guidance 1 3 --autocast both
-    python -m animegamer.models.benchmark_decoder --train --batch-size 8 --n 3    # training step cost
-    python -m animegamer.models.benchmark_decoder --decoder DIR --data WORLD --clip CLIP \
+    python -m animegamer.evaluation.bench.decoder                      # default size, random weights
+    python -m animegamer.evaluation.bench.decoder --decoder DIR --steps 4 6 8 --guidance 1 3 --autocast both
+    python -m animegamer.evaluation.bench.decoder --train --batch-size 8 --n 3    # training step cost
+    python -m animegamer.evaluation.bench.decoder --decoder DIR --data WORLD --clip CLIP \
         --steps 2 4 6 8 --guidance 1 2 3 5 --shots 32                              # quality sweep
 
 Timing does not depend on the weights, so the random-init default config gives the numbers of
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
 import time
 from typing import Callable
@@ -22,51 +21,19 @@ from typing import Callable
 import numpy as np
 import torch
 
-from animegamer.models.shot_decoder import ShotDecoder, frames_from_uint8, frames_to_uint8
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-
-
-@torch.no_grad()
-def bench_decode(
-    decoder: ShotDecoder,
-    steps: int | None = None,
-    guidance: float | None = None,
-    n: int = 5,
-    autocast: bool | None = None,
-    warmup: int = 1,
-    seed: int = 0,
-) -> dict[str, float]:
-    """Median seconds per shot (batch 1) for sampling, autoencoder decode and total; peak RSS (MB)."""
-    cfg = decoder.config
-    steps = steps or decoder.diffusion.steps
-    guidance = decoder.diffusion.guidance if guidance is None else guidance
-    g = torch.Generator().manual_seed(seed)
-    s_a = torch.randn(1, cfg.n_tokens, cfg.d_cond, generator=g)
-    t_sample, t_decode, t_total = [], [], []
-    for i in range(warmup + n):
-        t0 = time.perf_counter()
-        lat = decoder.sample_latents(s_a, 3, g, steps=steps, guidance=guidance, autocast=autocast)
-        t1 = time.perf_counter()
-        frames_to_uint8(decoder.decode_latents(lat, autocast=autocast))
-        t2 = time.perf_counter()
-        if i >= warmup:
-            t_sample.append(t1 - t0)
-            t_decode.append(t2 - t1)
-            t_total.append(t2 - t0)
-    return {
-        "steps": steps,
-        "guidance": guidance,
-        "autocast_bf16": bool(decoder.diffusion.autocast if autocast is None else autocast),
-        "threads": torch.get_num_threads(),
-        "sample_s": statistics.median(t_sample),
-        "decode_s": statistics.median(t_decode),
-        "total_s": statistics.median(t_total),
-        "total_min_s": min(t_total),
-        "peak_rss_mb": peak_rss_mb(),
-    }
+from animegamer.core.resources import peak_rss_mb
+from animegamer.core.runs import resolve_component
+from animegamer.decoder.diffusion import DecoderBatch, Denoiser
+from animegamer.decoder.network import DecoderNet, decoder_preset
+from animegamer.decoder.pipeline import ShotDecoder, frames_from_uint8, frames_to_uint8
+from animegamer.decoder.speed import bench_decode
+from animegamer.evaluation.metrics import psnr
+from animegamer.models.autoencoder import ShotAutoencoder, autoencoder_config
+from animegamer.models.text_encoder import TextEncoder, TextEncoderConfig
+from animegamer.models.vision_tower import CONFIG_NAME, VisionTower
+from animegamer.representation.action_encoder import ActionRepresentation
+from animegamer.world.dataset import ShotDataset, collate_shots
+from animegamer.world.flow import MotionQuantizer, flow_magnitude
 
 
 def bench_train_step(
@@ -74,8 +41,6 @@ def bench_train_step(
     n_visual: int = 54,
 ) -> dict[str, float]:
     """Median seconds of one decoder training step (forward + backward + AdamW) on random data."""
-    from animegamer.models.decoder import DecoderNet, decoder_preset
-    from animegamer.models.diffusion import DecoderBatch, Denoiser
 
     cfg = decoder_preset(preset, n_visual=n_visual, adaln_zero_init=False)
     torch.manual_seed(0)
@@ -98,11 +63,6 @@ def bench_train_step(
             times.append(time.perf_counter() - t0)
     return {"preset": preset, "batch_size": batch_size, "bf16": bf16, "warmup_stage": warmup_stage,
             "step_s": statistics.median(times), "threads": torch.get_num_threads(), "peak_rss_mb": peak_rss_mb()}
-
-
-def psnr(a: np.ndarray, b: np.ndarray) -> float:
-    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
-    return float(10 * np.log10(255.0**2 / max(mse, 1e-10)))
 
 
 @torch.no_grad()
@@ -152,12 +112,6 @@ def sweep_on_data(
     """``sweep`` on n held-out world shots decoded from their TRUE s_a, scored by PSNR, in-domain
     CLIP-I (vision tower embeddings of decoded vs true frames) and motion-level accuracy (DIS flow
     of the decoded shot through the world's quantiser, compared with the true level)."""
-    from animegamer.models.action_encoder import ActionRepresentation
-    from animegamer.models.text_encoder import TextEncoder, TextEncoderConfig
-    from animegamer.models.vision_tower import CONFIG_NAME, VisionTower
-    from animegamer.phases.decoder import resolve_component
-    from animegamer.world.dataset import ShotDataset, collate_shots
-    from animegamer.world.flow import MotionQuantizer, flow_magnitude
 
     tower = VisionTower.from_pretrained(resolve_component(clip, CONFIG_NAME, "vision_tower")).float().eval()
     text = TextEncoder(TextEncoderConfig(path=text_encoder, n_text=decoder.config.n_text))
@@ -180,16 +134,14 @@ def sweep_on_data(
 
 
 def _random_decoder(preset: str) -> ShotDecoder:
-    from animegamer.models.autoencoder import ShotAutoencoder, autoencoder_config
-    from animegamer.models.decoder import DecoderNet, decoder_preset
 
     ae = ShotAutoencoder(autoencoder_config(preset)).eval()
     net = DecoderNet(decoder_preset(preset, latent_channels=ae.latent_channels, adaln_zero_init=False))
     return ShotDecoder(net, ae)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `animegamer bench-decoder`."""
     p.add_argument("--decoder", help="a ShotDecoder directory; default: random weights at --preset size")
     p.add_argument("--preset", default="default")
     p.add_argument("--steps", type=int, nargs="+", default=[4, 6, 8])
@@ -202,7 +154,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shots", type=int, default=32, help="quality sweep: held-out shots")
     p.add_argument("--train", action="store_true", help="time training steps (fp32 vs bf16) instead")
     p.add_argument("--batch-size", type=int, default=8, help="--train: batch size")
-    args = p.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    """`animegamer bench-decoder`: decode timings, training-step cost or the quality sweep, as JSON lines."""
     torch.set_num_threads(args.threads)
     if args.train:
         for ac in {"off": [False], "on": [True], "both": [False, True]}[args.autocast]:
@@ -212,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     decoder = ShotDecoder.from_pretrained(args.decoder) if args.decoder else _random_decoder(args.preset)
     if args.data:
         if not (args.decoder and args.clip):
-            p.error("--data (quality sweep) needs --decoder and --clip")
+            raise ValueError("--data (quality sweep) needs --decoder and --clip")
         for row in sweep_on_data(decoder, args.data, args.clip, args.shots, args.steps, args.guidance):
             print(json.dumps(row), flush=True)
         return 0
@@ -222,7 +177,3 @@ def main(argv: list[str] | None = None) -> int:
             for guidance in args.guidance:
                 print(json.dumps(bench_decode(decoder, steps, guidance, args.n, autocast=ac)), flush=True)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -29,7 +29,24 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
+from tqdm.auto import tqdm
+
+from animegamer.core.checkpoint import load_json, load_safetensors, save_json_atomic, save_safetensors_atomic
+from animegamer.core.runs import resolve_decoder
+from animegamer.decoder.pipeline import WEIGHTS_NAME, ShotDecoder, frames_from_uint8
+from animegamer.engine.data import save_sessions
+from animegamer.models.text_encoder import TextEncoder, TextEncoderConfig
+from animegamer.representation.action_encoder import ActionRepresentation
+from animegamer.representation.reference_encoder import (
+    CONDITION_TEXT,
+    load_reference_encoder,
+    reference_weights,
+    resolve_reference,
+)
+from animegamer.training.shot_cache import CACHE_FORMAT
+from animegamer.world.dataset import FORMAT, WorldDataset
 
 BUILD_FORMAT = "animegamer-engine-world-sessions"
 BUILD_VERSION = 1
@@ -43,7 +60,6 @@ RepresentationSource = Any  # an ActionRepresentation, or a zero-argument callab
 
 def is_world_dataset(path: str | Path | None) -> bool:
     """True if ``path`` is a finished world dataset (meta.json with format animegamer-world)."""
-    from animegamer.world.dataset import FORMAT
 
     if path is None or not (Path(path) / "meta.json").is_file():
         return False
@@ -54,22 +70,9 @@ def is_world_dataset(path: str | Path | None) -> bool:
 
 
 # --------------------------------------------------------------------- phase-a inputs
-def resolve_decoder(path: str | Path) -> Path:
-    """The ShotDecoder directory of a `train decoder` run dir (OUT/joint/final/shot_decoder), its
-    final/, or the shot_decoder/ dir itself."""
-    from animegamer.models.shot_decoder import CONFIG_NAME
-    from animegamer.phases.decoder import resolve_component
-
-    p = Path(path)
-    if (p / "joint").is_dir():
-        p = p / "joint"
-    return resolve_component(p, CONFIG_NAME, "shot_decoder")
-
-
 def decoder_run_inputs(decoder_dir: Path) -> dict[str, Any]:
     """What the decoder run encoded its shots with (its feature cache meta), if the run dir is
     around: {"clip": path, "text_encoder": path | None, "n_text": int, "random_frame": bool}."""
-    from animegamer.phases.decoder import CACHE_FORMAT
 
     for run in list(Path(decoder_dir).resolve().parents)[:4]:  # shot_decoder -> final -> joint -> RUN
         for meta in sorted((run / "cache").glob("*/meta.json")):
@@ -99,8 +102,6 @@ def representation_inputs(decoder_dir: str | Path, clip_dir: str | Path | None,
     ``clip_dir`` None takes the vision tower the decoder run was trained with (its cache meta);
     a given one that differs from it is reported, since s_a from another tower would not decode.
     """
-    from animegamer.models.reference_encoder import reference_weights, resolve_reference
-    from animegamer.models.shot_decoder import WEIGHTS_NAME
 
     dec = resolve_decoder(decoder_dir)
     run = decoder_run_inputs(dec)
@@ -125,10 +126,6 @@ def representation_inputs(decoder_dir: str | Path, clip_dir: str | Path | None,
 def load_representation(inputs: dict[str, Any]):
     """The phase-a ActionRepresentation (frozen, eval) from ``representation_inputs``: the
     decoder's E_a, the vision tower and the text encoder with the decoder's n_text."""
-    from animegamer.models.action_encoder import ActionRepresentation
-    from animegamer.models.shot_decoder import ShotDecoder
-    from animegamer.models.reference_encoder import load_reference_encoder
-    from animegamer.models.text_encoder import TextEncoder, TextEncoderConfig
 
     decoder = ShotDecoder.from_pretrained(inputs["decoder"])
     cfg = decoder.config
@@ -155,7 +152,6 @@ def rep_stats(sessions: list[list[dict[str, Any]]]) -> tuple[torch.Tensor, torch
 
 def load_rep_stats(data_dir: str | Path) -> tuple[torch.Tensor, torch.Tensor] | None:
     """The stats stored by ``build_engine_sessions`` (None for a sessions dir without them)."""
-    from animegamer.training.checkpoint import load_safetensors
 
     path = Path(data_dir) / STATS_FILE
     if not path.is_file():
@@ -167,9 +163,6 @@ def load_rep_stats(data_dir: str | Path) -> tuple[torch.Tensor, torch.Tensor] | 
 # --------------------------------------------------------------------- the build
 def _first_frames(world, rows: list[dict[str, Any]]) -> torch.Tensor:
     """(B, 3, H, W) in [-1, 1]: frame 0 of each row's shot (as collate_shots scales frames)."""
-    import numpy as np
-
-    from animegamer.models.shot_decoder import frames_from_uint8
 
     return frames_from_uint8(np.stack([world.frames(r)[0] for r in rows]))  # uint8 (B, H, W, 3) -> (B, 3, H, W)
 
@@ -192,12 +185,6 @@ def build_engine_sessions(world_dir: str | Path, decoder_dir: str | Path, clip_d
     ``decoder_dir`` / ``clip_dir`` / ``text_encoder``. ``limit``: the first N sessions only.
     Returns ``out_dir``; a finished directory of the same inputs is returned as it is.
     """
-    from tqdm.auto import tqdm
-
-    from animegamer.engine.data import save_sessions
-    from animegamer.models.reference_encoder import CONDITION_TEXT
-    from animegamer.training.checkpoint import load_json, load_safetensors, save_json_atomic, save_safetensors_atomic
-    from animegamer.world.dataset import WorldDataset
 
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")

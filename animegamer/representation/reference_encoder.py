@@ -24,6 +24,14 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from animegamer.core.runs import resolve_component
+from animegamer.models.autoencoder import CONFIG_NAME as AE_CONFIG
+from animegamer.models.autoencoder import WEIGHTS_NAME as AE_WEIGHTS
+from animegamer.models.autoencoder import ShotAutoencoder
+from animegamer.models.vision_tower import CONFIG_NAME as VT_CONFIG
+from animegamer.models.vision_tower import WEIGHTS_NAME as VT_WEIGHTS
+from animegamer.models.vision_tower import VisionTower
+
 KINDS = ("clip", "latent")
 # What the text stream f_md of s_a encodes, by decoder condition: the motion description (s_a, the
 # paper's) or the shot's whole caption (the GC baseline, which has no visual reference). The values
@@ -80,8 +88,6 @@ class NoVisualReference(nn.Module):
 
 def reference_kind(directory: str | Path) -> str:
     """'clip' or 'latent' for a resolved reference dir (by its config file)."""
-    from animegamer.models.autoencoder import CONFIG_NAME as AE_CONFIG
-    from animegamer.models.vision_tower import CONFIG_NAME as VT_CONFIG
 
     d = Path(directory)
     if (d / VT_CONFIG).is_file():
@@ -93,9 +99,6 @@ def reference_kind(directory: str | Path) -> str:
 
 def resolve_reference(path: str | Path) -> Path:
     """A vision tower or autoencoder dir from a run dir, its final/, or the component dir."""
-    from animegamer.models.autoencoder import CONFIG_NAME as AE_CONFIG
-    from animegamer.models.vision_tower import CONFIG_NAME as VT_CONFIG
-    from animegamer.phases.decoder import resolve_component
 
     try:
         return resolve_component(path, VT_CONFIG, "vision_tower")
@@ -110,8 +113,6 @@ def resolve_reference(path: str | Path) -> Path:
 
 def reference_weights(directory: str | Path) -> Path:
     """The weights file of a resolved reference dir (for hashes and staleness stamps)."""
-    from animegamer.models.autoencoder import WEIGHTS_NAME as AE_WEIGHTS
-    from animegamer.models.vision_tower import WEIGHTS_NAME as VT_WEIGHTS
 
     return Path(directory) / (VT_WEIGHTS if reference_kind(directory) == "clip" else AE_WEIGHTS)
 
@@ -124,9 +125,6 @@ def load_reference_encoder(directory: str | Path, patch: int = 4, condition: str
     if condition == "caption":
         return NoVisualReference()
     if reference_kind(directory) == "clip":
-        from animegamer.models.vision_tower import VisionTower
-
         return VisionTower.from_pretrained(directory).float().eval().requires_grad_(False)
-    from animegamer.models.autoencoder import ShotAutoencoder
 
     return LatentReference(ShotAutoencoder.from_pretrained(directory), patch)

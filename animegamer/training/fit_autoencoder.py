@@ -18,6 +18,15 @@ import argparse
 import time
 from pathlib import Path
 
+import torch
+from torch import nn
+
+from animegamer.core.checkpoint import save_json_atomic
+from animegamer.models.autoencoder import WEIGHTS_NAME, ShotAutoencoder, autoencoder_config
+from animegamer.training.arguments import add_train_arguments, train_config_from_args
+from animegamer.training.loop import train
+from animegamer.world.dataset import ShotDataset, collate_shots
+
 PRESETS: dict[str, dict] = {
     "tiny": {
         "autoencoder": "tiny", "frames_per_shot": 2, "kl_weight": 1e-6, "edge_weight": 0.5, "crop": (16, 24),
@@ -41,10 +50,6 @@ def _image_grad(x):
 
 
 def _module_classes():
-    import torch
-    from torch import nn
-
-    from animegamer.models.autoencoder import ShotAutoencoder, autoencoder_config
 
     class VaeModule(nn.Module):
         """forward(ShotBatch) -> (L1 + KL + edge loss, logs) on random frames of each shot."""
@@ -112,7 +117,6 @@ def build_module(preset: str):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from animegamer.training.cli import add_train_arguments
 
     add_train_arguments(parser, list(PRESETS))
     parser.add_argument("--calib-shots", type=int, default=64, help="training shots to measure the latent scale")
@@ -121,7 +125,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def psnr(a, b) -> float:
     """PSNR in dB of two frame tensors in [-1, 1]."""
-    import torch
 
     mse = (a.float() - b.float()).pow(2).mean().clamp_min(1e-10)
     return float(10 * torch.log10(4.0 / mse))
@@ -130,7 +133,6 @@ def psnr(a, b) -> float:
 def decode_seconds(ae, latents, repeats: int = 3, bf16: bool = False) -> dict[str, float]:
     """Median wall time and process CPU time of decoding `latents` (one shot). On a shared,
     busy machine wall time is inflated; CPU time / threads estimates the quiet-machine wall time."""
-    import torch
 
     walls, cpus = [], []
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
@@ -146,9 +148,6 @@ def decode_seconds(ae, latents, repeats: int = 3, bf16: bool = False) -> dict[st
 
 def calibrate_and_evaluate(ae, data: str, calib_shots: int, eval_shots: int, limit: int | None = None) -> dict:
     """Measure latent scale/shift on train shots (in place), then held-out PSNR and decode time."""
-    import torch
-
-    from animegamer.world.dataset import ShotDataset, collate_shots
 
     ae.eval()
     tr = ShotDataset(data, "train", limit=limit)
@@ -183,13 +182,6 @@ def calibrate_and_evaluate(ae, data: str, calib_shots: int, eval_shots: int, lim
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
-
-    from animegamer.models.autoencoder import WEIGHTS_NAME, ShotAutoencoder
-    from animegamer.training.checkpoint import save_json_atomic
-    from animegamer.training.cli import train_config_from_args
-    from animegamer.training.loop import train
-    from animegamer.world.dataset import ShotDataset, collate_shots
 
     preset = PRESETS[args.preset]
     cfg = train_config_from_args(preset["train"], args)

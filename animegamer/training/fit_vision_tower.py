@@ -17,6 +17,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import torch
+from torch import nn
+
+from animegamer.core.checkpoint import save_json_atomic
+from animegamer.models.text_encoder import TEXT_ENCODER_PRESETS, TextEncoder
+from animegamer.models.vision_tower import VisionTower, vision_tower_config
+from animegamer.training.arguments import add_train_arguments, train_config_from_args
+from animegamer.training.loop import train
+from animegamer.world.dataset import ShotDataset, collate_shots
+
 # Training presets: model size + TrainConfig fields. Step times measured on the 2-core CPU
 # (see the report in final/metrics.json and the PR notes).
 PRESETS: dict[str, dict] = {
@@ -33,11 +43,6 @@ PRESETS: dict[str, dict] = {
 
 
 def _module_classes():
-    import torch
-    from torch import nn
-
-    from animegamer.models.text_encoder import TEXT_ENCODER_PRESETS, TextEncoder
-    from animegamer.models.vision_tower import VisionTower, vision_tower_config
 
     class ClipModule(nn.Module):
         """forward(ShotBatch) -> (contrastive loss, logs). Trainable: the tower (incl. text_proj, temperature)."""
@@ -84,14 +89,12 @@ def build_module(preset: str):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from animegamer.training.cli import add_train_arguments
 
     add_train_arguments(parser, list(PRESETS))
     parser.add_argument("--eval-shots", type=int, default=256, help="held-out shots for final/metrics.json")
 
 
 def _embed_first_frames(tower, dataset, collate, n: int, batch: int = 32):
-    import torch
 
     imgs, chars, places, caps = [], [], [], []
     idx = list(range(min(n, len(dataset))))
@@ -107,7 +110,6 @@ def _embed_first_frames(tower, dataset, collate, n: int, batch: int = 32):
 
 def centroid_accuracy(train_emb, train_labels: list[str], test_emb, test_labels: list[str]) -> float:
     """Accuracy of nearest class centroid (cosine) in the tower's embedding space."""
-    import torch
 
     classes = sorted(set(train_labels))
     cents = torch.stack([train_emb[[i for i, l in enumerate(train_labels) if l == c]].mean(0) for c in classes])
@@ -118,9 +120,6 @@ def centroid_accuracy(train_emb, train_labels: list[str], test_emb, test_labels:
 
 def evaluate(tower, text, data: str, n: int) -> dict:
     """Held-out (val) image->caption retrieval, character and place accuracy (centroids from train)."""
-    import torch
-
-    from animegamer.world.dataset import ShotDataset, collate_shots
 
     tower.eval()
     tr = ShotDataset(data, "train")
@@ -143,12 +142,6 @@ def evaluate(tower, text, data: str, n: int) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
-
-    from animegamer.training.checkpoint import save_json_atomic
-    from animegamer.training.cli import train_config_from_args
-    from animegamer.training.loop import train
-    from animegamer.world.dataset import ShotDataset, collate_shots
 
     preset = PRESETS[args.preset]
     cfg = train_config_from_args(preset["train"], args)
@@ -157,7 +150,6 @@ def run(args: argparse.Namespace) -> int:
     module = build_module(args.preset)
     result = train(module, dataset, collate_shots, cfg, args.out, resume=args.resume)
     final = Path(result["final_dir"])
-    from animegamer.models.vision_tower import VisionTower
 
     tower = VisionTower.from_pretrained(final / "vision_tower")
     metrics = {"train": {k: result[k] for k in ("step", "loss", "seconds")}}

@@ -6,27 +6,23 @@ cache could be reused and turns where the window slid (full recompute), plus pea
 """
 from __future__ import annotations
 
-import resource
+import argparse
+import json
 import statistics
-import sys
 import time
 from typing import Any
 
 import torch
 
-
-def peak_rss_mb() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return r / (1024 * 1024) if sys.platform == "darwin" else r / 1024
+from animegamer.core.resources import peak_rss_mb
+from animegamer.engine.data import synthetic_sessions
+from animegamer.engine.model import GameEngine, engine_config, load_engine
+from animegamer.engine.sequence import TurnRecord
 
 
 def benchmark_engine(preset: str = "default", windows: tuple[int, ...] = (1, 5), turns: int = 10,
                      slides: tuple[int, ...] = (1,), bf16: bool = False, engine_dir: str | None = None,
                      merge: bool = False, threads: int | None = None, **overrides: Any) -> dict[str, Any]:
-    from animegamer.engine.data import synthetic_sessions
-    from animegamer.engine.model import GameEngine, engine_config, load_engine
-    from animegamer.engine.sequence import TurnRecord
-
     t0 = time.perf_counter()
     if engine_dir:
         engine = load_engine(engine_dir, autocast_bf16=bf16)
@@ -72,11 +68,8 @@ def benchmark_engine(preset: str = "default", windows: tuple[int, ...] = (1, 5),
     return out
 
 
-if __name__ == "__main__":  # python -m animegamer.engine.bench --preset default --threads 1 --merge
-    import argparse
-    import json
-
-    ap = argparse.ArgumentParser()
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of `animegamer bench-engine`."""
     ap.add_argument("--preset", default="default")
     ap.add_argument("--engine", default=None, help="a trained engine directory instead of a fresh preset")
     ap.add_argument("--windows", type=int, nargs="+", default=[1, 5])
@@ -85,6 +78,10 @@ if __name__ == "__main__":  # python -m animegamer.engine.bench --preset default
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--merge", action="store_true")
     ap.add_argument("--bf16", action="store_true")
-    a = ap.parse_args()
+
+
+def run(a: argparse.Namespace) -> int:
+    """`animegamer bench-engine`: the engine's seconds per turn as JSON."""
     print(json.dumps(benchmark_engine(a.preset, tuple(a.windows), a.turns, tuple(a.slides), a.bf16, a.engine,
                                       a.merge, a.threads), indent=1))
+    return 0

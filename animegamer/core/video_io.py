@@ -8,9 +8,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import imageio.v2 as imageio
 import numpy as np
+from PIL import Image
 
-from animegamer.io_utils import atomic_write_path
+from animegamer.core.atomic_io import atomic_write_path
 
 
 def _check_frames(frames: np.ndarray) -> np.ndarray:
@@ -24,7 +26,6 @@ def _check_frames(frames: np.ndarray) -> np.ndarray:
 
 def save_mp4(frames: np.ndarray, path: str | os.PathLike, fps: int = 8, quality: int = 8) -> Path:
     """H.264 / yuv420p MP4 (plays in browsers). Odd sizes are padded to even by edge replication."""
-    import imageio.v2 as imageio
 
     frames = _check_frames(frames)
     h, w = frames.shape[1:3]
@@ -47,7 +48,6 @@ def save_mp4(frames: np.ndarray, path: str | os.PathLike, fps: int = 8, quality:
 
 def save_gif(frames: np.ndarray, path: str | os.PathLike, fps: int = 8) -> Path:
     """Looping GIF (PIL)."""
-    from PIL import Image
 
     frames = _check_frames(frames)
     images = [Image.fromarray(f) for f in frames]
@@ -61,7 +61,6 @@ def save_gif(frames: np.ndarray, path: str | os.PathLike, fps: int = 8) -> Path:
 
 def read_video(path: str | os.PathLike) -> np.ndarray:
     """Read an MP4 or GIF back as uint8 (T, H, W, 3) (for tests and evaluation)."""
-    import imageio.v2 as imageio
 
     path = Path(path)
     if path.suffix.lower() == ".gif":

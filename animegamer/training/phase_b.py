@@ -9,7 +9,7 @@
   of every turn's true shot is computed once with phase a's representation (``--decoder``: the
   `train decoder` run, its E_a; ``--clip``: the vision tower, default the one the decoder run
   was trained with; MiniLM for the motion text) into ``OUT/sessions/{train,val,test}``
-  (resumable, reused by later runs and by ``--resume``; see animegamer.engine.world_sessions).
+  (resumable, reused by later runs and by ``--resume``; see animegamer.training.engine_sessions).
   The engine trains on the train split and is evaluated on the held-out ``--eval-split``
   sessions (held-out paraphrase templates included);
 * or a prepared engine-sessions directory (animegamer.engine.data.save_sessions), whose s_a were
@@ -33,6 +33,21 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from animegamer.core.checkpoint import load_json, load_safetensors, save_json_atomic
+from animegamer.core.runs import ENGINE_CONFIG, ENGINE_WEIGHTS, resolve_engine
+from animegamer.engine.data import EngineCollate, EngineDataset, load_sessions, synthetic_sessions
+from animegamer.engine.evaluate import (
+    evaluate_engine,
+    format_summary,
+    level_reference,
+    play_sessions,
+    summarize,
+    write_report,
+)
+from animegamer.engine.model import EngineConfig, GameEngine, engine_config, load_engine
+from animegamer.training.arguments import add_train_arguments, train_config_from_args
+from animegamer.training.engine_sessions import build_engine_splits, is_world_dataset, load_rep_stats, rep_stats
+from animegamer.training.loop import train
 
 ENGINE_RUN_CONFIG = "engine_config.json"
 
@@ -52,7 +67,6 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from animegamer.training.cli import add_train_arguments
 
     add_train_arguments(parser, list(PRESETS), data_required=False)
     parser.add_argument("--decoder", type=Path,
@@ -95,8 +109,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _sessions(args: argparse.Namespace, rep_tokens: int, rep_dim: int, seed: int) -> tuple[list, list, dict[str, Any]]:
     """(training sessions, held-out sessions, source info). Source info carries rep_tokens /
     rep_dim (and n_text, rep stats) when the data fixes them."""
-    from animegamer.engine.data import load_sessions, synthetic_sessions
-    from animegamer.engine.world_sessions import build_engine_splits, is_world_dataset, load_rep_stats
 
     k = args.eval_sessions
     if args.synthetic:
@@ -134,20 +146,11 @@ def _sessions(args: argparse.Namespace, rep_tokens: int, rep_dim: int, seed: int
 def evaluate(engine, sessions: list, closed_loop: bool = False) -> dict[str, Any]:
     """Motion-level accuracy, delta MAE and s_a similarity on whole sessions, per turn index, at
     the engine's window (the full report with the window comparison: animegamer.engine.evaluate)."""
-    from animegamer.engine.evaluate import play_sessions, summarize
 
     return summarize(play_sessions(engine, sessions, closed_loop=closed_loop))
 
 
 def run(args: argparse.Namespace) -> int:
-    from animegamer.engine.data import EngineCollate, EngineDataset
-    from animegamer.engine.evaluate import evaluate_engine, format_summary, level_reference, write_report
-    from animegamer.engine.model import (ENGINE_CONFIG, ENGINE_WEIGHTS, EngineConfig, GameEngine, engine_config,
-                                         load_engine, resolve_engine)
-    from animegamer.engine.world_sessions import rep_stats
-    from animegamer.training.checkpoint import load_json, load_safetensors, save_json_atomic
-    from animegamer.training.cli import train_config_from_args
-    from animegamer.training.loop import train
 
     preset = PRESETS[args.preset]
     tcfg = train_config_from_args(preset["train"], args)

@@ -24,14 +24,12 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
-from animegamer.engine.bench import peak_rss_mb
-
-if TYPE_CHECKING:
-    from animegamer.game.session import Game
+from animegamer.core.resources import current_rss_mb, peak_rss_mb
+from animegamer.game.session import Game
 
 # A fixed script in both instruction styles; one character, so it plays with any cast that has Qiqi.
 SCRIPT = (
@@ -45,18 +43,6 @@ SCRIPT = (
     "Qiqi lies down and falls asleep",
 )
 STAGES = ("engine_s", "sampling_s", "decode_s", "saving_s", "turn_s")
-
-
-def current_rss_mb() -> float | None:
-    """Resident memory now (Linux /proc), None elsewhere."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return None
 
 
 @contextlib.contextmanager
@@ -152,7 +138,6 @@ def bench_game(model: str | Path | None = None, turns: int = 6, windows: tuple[i
                threads: int | None = None, kv: tuple[bool, ...] = (True, False)) -> dict[str, Any]:
     """The benchmark (see the module doc) of the model in ``model`` (default: the shipped model),
     played into a temporary store."""
-    from animegamer.game.session import Game
 
     if turns < 2:
         raise ValueError(f"--turns must be >= 2 (turn 0 has no history and is not counted), got {turns}")

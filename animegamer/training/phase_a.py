@@ -31,12 +31,29 @@ held-out shots decoded from their TRUE s_a next to the ground truth (MP4 + GIF).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
-CACHE_FORMAT = "animegamer-decoder-cache"
-CACHE_VERSION = 1
-PART_SIZE = 256
+import numpy as np
+import torch
+from torch import nn
+
+from animegamer.core.checkpoint import save_json_atomic
+from animegamer.core.runs import resolve_component, resolve_decoder
+from animegamer.core.video_io import save_gif, save_mp4
+from animegamer.decoder.diffusion import Denoiser, DiffusionConfig, collate_decoder, parse_level_fractions
+from animegamer.decoder.network import DecoderNet, decoder_preset
+from animegamer.decoder.pipeline import ShotDecoder
+from animegamer.decoder.speed import bench_decode
+from animegamer.models.autoencoder import CONFIG_NAME as AE_CONFIG
+from animegamer.models.autoencoder import ShotAutoencoder
+from animegamer.models.vision_tower import CONFIG_NAME as VT_CONFIG
+from animegamer.representation.reference_encoder import CONDITION_TEXT, KINDS
+from animegamer.training.arguments import add_train_arguments, train_config_from_args
+from animegamer.training.loop import train
+from animegamer.training.shot_cache import CachedShots, build_cache, cache_encoders, cache_meta
+from animegamer.world.dataset import ShotDataset
 
 # Model sizes + TrainConfig fields per preset. Step costs (2-core CPU, default size, batch 8):
 # see the report of the decoder in the PR notes / final/metrics.json.
@@ -50,10 +67,10 @@ PRESETS: dict[str, dict] = {
         # No warm-up stage from scratch: with adaLN-zero init the frozen transformer outputs 0, so the
         # condition path gets no gradient at all (measured: grad norm 0.0 for 20 warm-up steps). The
         # paper's warm-up is for a PRETRAINED transformer (preset "paper"); use --warmup-stage-steps there.
-        # f_v = the autoencoder latent of the first frame (models/reference_encoder.py), as the shipped
+        # f_v = the autoencoder latent of the first frame (representation/reference_encoder.py), as the shipped
         # model since 2026-11-24: end to end it beat the tower's tokens on nearly every column of the
         # eval table (CLIP-I 0.38 vs 0.12; docs/TRAINING.md). "clip" is the paper's choice.
-        # reference_channels 0: no spatial reference (models/decoder.py). With 16 the decoder draws far
+        # reference_channels 0: no spatial reference (decoder/network.py). With 16 the decoder draws far
         # better shots from the TRUE s_a (CLIP-I 0.61 vs 0.49, character 0.44 vs 0.14) but worse ones from
         # the engine's PREDICTED s_a, i.e. in the game (docs/results/spatial_reference.md), so it is an option.
         "decoder": "default", "n_text": 16, "visual_reference": "latent", "reference_patch": 4, "reference_channels": 0,
@@ -68,8 +85,6 @@ PRESETS: dict[str, dict] = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from animegamer.models.reference_encoder import CONDITION_TEXT, KINDS
-    from animegamer.training.cli import add_train_arguments
 
     add_train_arguments(parser, list(PRESETS))
     parser.add_argument("--clip", default=None,
@@ -77,7 +92,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "the vision_tower/ dir")
     parser.add_argument("--visual-reference", choices=list(KINDS), default=None,
                         help="what f_v is: the vision tower's patch tokens (clip, the paper's) or the autoencoder "
-                             "latent of the first frame in patches (latent; see models/reference_encoder.py). "
+                             "latent of the first frame in patches (latent; see representation/reference_encoder.py). "
                              "Default: the preset's")
     parser.add_argument("--reference-patch", type=int, default=None,
                         help="latent reference: latent patch side per f_v token (default: the preset's)")
@@ -110,18 +125,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="ablation (paper's w/o f_ms): no motion-level embedding")
     parser.add_argument("--reference-channels", type=int, default=None,
                         help="> 0: s_a's visual tokens ALSO enter as a spatial map of this many channels beside the "
-                             "noisy latent (CogVideoX-I2V style; models/decoder.py). 0 = off. Default: the preset's. "
+                             "noisy latent (CogVideoX-I2V style; decoder/network.py). 0 = off. Default: the preset's. "
                              "--init may then name a decoder without it (its new input channels start at zero)")
     parser.add_argument("--shared-noise-by-level", default=None, metavar="R1,R2,R3,R4,R5",
                         help="level-matched noise prior: the shared fraction for motion levels 1..5, replacing "
                              "--shared-noise where the level is known (e.g. 0.995,0.99,0.95,0.8,0.3)")
     parser.add_argument("--shared-noise", type=float, default=None,
                         help="fraction of the diffusion noise's variance drawn once per shot and shared by all its "
-                             "frames, in training and sampling (PYoCo's mixed noise prior; models/diffusion.py). "
+                             "frames, in training and sampling (PYoCo's mixed noise prior; decoder/diffusion.py). "
                              "Default: the preset's")
     parser.add_argument("--frame-diff-loss", type=float, default=None,
                         help="weight of a temporal-difference loss: the MSE of the frame-to-frame differences of "
-                             "the v prediction, added to the v-loss (models/diffusion.py). Default: the preset's (0)")
+                             "the v prediction, added to the v-loss (decoder/diffusion.py). Default: the preset's (0)")
     parser.add_argument("--patch-size", type=int, default=None,
                         help="transformer spatial patch (default: the preset's; 2 suits an 8x autoencoder)")
     parser.add_argument("--sample-steps", type=int, default=None, help="sampler steps stored with the model")
@@ -138,162 +153,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "training options (e.g. --no-motion-level) can then share it with --cache")
 
 
-def resolve_component(path: str | Path, config_name: str, subdir: str) -> Path:
-    """Accept a run dir, its final/, or the component dir itself; return the component dir."""
-    p = Path(path)
-    for cand in (p, p / subdir, p / "final" / subdir):
-        if (cand / config_name).is_file():
-            return cand
-    raise FileNotFoundError(f"no {config_name} under {p} (tried {p}, {p / subdir}, {p / 'final' / subdir})")
-
-
 # -- feature cache -----------------------------------------------------------------------------
-def _cache_meta(args: argparse.Namespace, split: str, n_text: int, limit: int | None, clip_dir: Path,
-                vae_dir: Path) -> dict:
-    data_meta = json.loads((Path(args.data) / "meta.json").read_text())
-
-    def stamp(d: Path) -> dict:
-        return {"path": str(d.resolve()), "mtime_ns": max(f.stat().st_mtime_ns for f in d.iterdir())}
-
-    return {
-        "format": CACHE_FORMAT, "version": CACHE_VERSION, "split": split, "limit": limit,
-        "data": str(Path(args.data).resolve()), "data_seed": data_meta.get("seed"),
-        "data_counts": data_meta.get("counts"), "clip": stamp(clip_dir), "vae": stamp(vae_dir),
-        "text_encoder": args.text_encoder, "n_text": n_text, "random_frame": bool(args.random_frame),
-        "reference_patch": args.reference_patch,
-        # only when not the default, so caches built before this option keep matching
-        **({"condition": args.condition} if args.condition != "motion" else {}),
-    }
-
-
-def cache_encoders(meta: dict, ae) -> dict:
-    """The frozen encoders a cache with this ``meta`` is built with (``build_cache``'s get_encoders):
-    the reference encoder, the motion-text encoder and the given autoencoder ``ae``."""
-    from animegamer.models.reference_encoder import load_reference_encoder
-    from animegamer.models.text_encoder import TextEncoder, TextEncoderConfig
-
-    return {"tower": load_reference_encoder(Path(meta["clip"]["path"]), meta["reference_patch"] or 4,
-                                            meta.get("condition", "motion")),
-            "text": TextEncoder(TextEncoderConfig(path=meta["text_encoder"], n_text=meta["n_text"])), "ae": ae}
-
-
-def _latent_source(latents_from: Path | None, meta: dict) -> Path | None:
-    """A finished cache of the same shots and autoencoder whose latents can be reused, or None."""
-    from animegamer.training.checkpoint import load_json
-
-    if latents_from is None:
-        return None
-    src = Path(latents_from)
-    m = load_json(src / "meta.json") if (src / "meta.json").is_file() else {}
-    same = {k: m.get(k) for k in ("data", "split", "limit", "vae")} == {k: meta[k] for k in ("data", "split", "limit", "vae")}
-    if "parts" not in m or not same:
-        raise ValueError(f"--latents-from {src}: not a finished cache of the same data, split, limit and autoencoder")
-    return src
-
-
-def build_cache(shots, get_encoders, cache_dir: Path, meta: dict, seed: int = 0, batch: int = 8,
-                progress: bool = True, latents_from: Path | None = None) -> Path:
-    """Encode every shot once into ``cache_dir/part_*.safetensors``; resumes a partial build.
-
-    shots: a ShotDataset; get_encoders() -> {"tower", "text", "ae"} (frozen, eval), called only
-    if some part is missing (loading MiniLM costs seconds). ``latents_from``: a finished cache of
-    the same shots and autoencoder (other text or reference): its latents are copied instead of
-    running the autoencoder again, the slowest part of a build.
-    """
-    import torch
-    from tqdm.auto import tqdm
-
-    from animegamer.models.action_encoder import pick_reference_frames
-    from animegamer.models.reference_encoder import CONDITION_TEXT
-    from animegamer.training.checkpoint import load_json, save_json_atomic, save_safetensors_atomic
-    from animegamer.world.dataset import collate_shots
-
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    meta_path = cache_dir / "meta.json"
-    if meta_path.is_file():
-        old = load_json(meta_path)
-        if {k: v for k, v in old.items() if k != "parts"} != meta:
-            raise ValueError(f"{cache_dir} holds a cache of other inputs ({old}); delete it or pass --cache DIR")
-    src = _latent_source(latents_from, meta)
-    save_json_atomic(meta, meta_path)
-    n = len(shots)
-    parts = (n + PART_SIZE - 1) // PART_SIZE
-    tower = text = ae = None
-    bar = tqdm(total=n, desc=f"cache {meta['split']}", disable=not progress, dynamic_ncols=True)
-    for p in range(parts):
-        path = cache_dir / f"part_{p:05d}.safetensors"
-        lo, hi = p * PART_SIZE, min(n, (p + 1) * PART_SIZE)
-        if path.is_file():
-            bar.update(hi - lo)
-            continue
-        if tower is None:
-            enc = get_encoders()
-            tower, text, ae = enc["tower"], enc["text"], enc["ae"]
-        out: dict[str, list] = {"latents": [], "f_v": [], "f_md": [], "motion_level": [], "index": []}
-        reuse = None
-        if src is not None:
-            from animegamer.training.checkpoint import load_safetensors
-
-            reuse = load_safetensors(src / path.name)
-            if not torch.equal(reuse["index"], torch.arange(lo, hi)):
-                raise ValueError(f"--latents-from {src}: {path.name} holds other shots")
-        for s in range(lo, hi, batch):
-            idx = list(range(s, min(hi, s + batch)))
-            b = collate_shots([shots[i] for i in idx])
-            # per-shot generator: the random-frame choice is a function of (seed, shot index)
-            g = torch.Generator().manual_seed(seed * 1_000_003 + s)
-            with torch.no_grad():
-                ref = pick_reference_frames(b.frames, meta["random_frame"], g)  # (B, 3, H, W)
-                f_v = tower.patch_tokens(ref).float()  # (B, n_visual, d_v)
-                texts = getattr(b, CONDITION_TEXT[meta.get("condition", "motion")])
-                f_md, _ = text.token_states(texts, meta["n_text"])  # (B, n_text, d_t), padding = 0
-                lat = (ae.encode(b.frames).float() if reuse is None  # (B, F, C', h, w), scaled
-                       else reuse["latents"][s - lo:s - lo + len(idx)].float())
-            out["latents"].append(lat.half())
-            out["f_v"].append(f_v.half())
-            out["f_md"].append(f_md.float().half())
-            out["motion_level"].append(b.motion_level.long())
-            out["index"].append(torch.tensor(idx, dtype=torch.long))
-            bar.update(len(idx))
-        save_safetensors_atomic({k: torch.cat(v) for k, v in out.items()}, path)
-    bar.close()
-    save_json_atomic({**meta, "parts": parts}, meta_path)
-    return cache_dir
-
-
-class CachedShots:
-    """torch Dataset over a finished cache: item i -> {latents, f_md, f_v, motion_level} (fp32)."""
-
-    def __init__(self, cache_dir: str | Path) -> None:
-        import torch
-
-        from animegamer.training.checkpoint import load_json, load_safetensors
-
-        cache_dir = Path(cache_dir)
-        self.meta = load_json(cache_dir / "meta.json")
-        if "parts" not in self.meta:
-            raise ValueError(f"{cache_dir}: cache build did not finish; rerun the same command to resume it")
-        parts = [load_safetensors(cache_dir / f"part_{p:05d}.safetensors") for p in range(self.meta["parts"])]
-        self.tensors = {k: torch.cat([pt[k] for pt in parts]) for k in parts[0]}
-
-    def __len__(self) -> int:
-        return len(self.tensors["index"])
-
-    def __getitem__(self, i: int) -> dict:
-        t = self.tensors
-        return {"latents": t["latents"][i].float(), "f_md": t["f_md"][i].float(), "f_v": t["f_v"][i].float(),
-                "motion_level": t["motion_level"][i]}
-
-    def latent_stats(self) -> tuple[float, float]:
-        z = self.tensors["latents"].double()
-        return z.mean().item(), z.std().item()
-
-
-# -- the trainable module ------------------------------------------------------------------------
 def _module_class():
-    from torch import nn
-
-    from animegamer.models.shot_decoder import ShotDecoder
 
     class DecoderTrainModule(nn.Module):
         """Wraps the Denoiser for the loop; stage "warmup" trains only E_a + motion MLP + text_proj."""
@@ -333,16 +194,12 @@ def _module_class():
 
 def eval_loss(denoiser, dataset, n: int, seed: int = 0) -> dict[str, float]:
     """Held-out v-loss at fixed timesteps / noise: with the true s_a and with the null branch."""
-    import torch
 
     with torch.no_grad():
         return _eval_loss(denoiser, dataset, n, seed)
 
 
 def _eval_loss(denoiser, dataset, n: int, seed: int) -> dict[str, float]:
-    import torch
-
-    from animegamer.models.diffusion import collate_decoder
 
     n = min(n, len(dataset))
     if n == 0:
@@ -365,10 +222,6 @@ def _eval_loss(denoiser, dataset, n: int, seed: int) -> dict[str, float]:
 
 def write_samples(decoder, val_cache: CachedShots, val_shots, out_dir: Path, n: int, seed: int = 0) -> list[str]:
     """Decode n held-out shots from their TRUE s_a; save [true | decoded] side by side."""
-    import numpy as np
-    import torch
-
-    from animegamer.video_io import save_gif, save_mp4
 
     paths = []
     ea = decoder.net.action_encoder
@@ -388,7 +241,6 @@ def write_samples(decoder, val_cache: CachedShots, val_shots, out_dir: Path, n: 
 
 def _shared_noise_by_level(args: argparse.Namespace) -> list[float] | None:
     """--shared-noise-by-level parsed and checked before any data is encoded."""
-    from animegamer.models.diffusion import parse_level_fractions
 
     if args.shared_noise_by_level is None:
         return None
@@ -402,20 +254,6 @@ def _shared_noise_by_level(args: argparse.Namespace) -> list[float] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import dataclasses
-
-    import torch
-
-    from animegamer.models.autoencoder import CONFIG_NAME as AE_CONFIG, ShotAutoencoder
-    from animegamer.models.benchmark_decoder import bench_decode
-    from animegamer.models.decoder import DecoderNet, decoder_preset
-    from animegamer.models.diffusion import Denoiser, DiffusionConfig, collate_decoder
-    from animegamer.models.shot_decoder import ShotDecoder
-    from animegamer.models.vision_tower import CONFIG_NAME as VT_CONFIG
-    from animegamer.training.checkpoint import save_json_atomic
-    from animegamer.training.cli import train_config_from_args
-    from animegamer.training.loop import train
-    from animegamer.world.dataset import ShotDataset
 
     preset = PRESETS[args.preset]
     cfg = train_config_from_args(preset["train"], args)
@@ -450,12 +288,12 @@ def run(args: argparse.Namespace) -> int:
 
     def get_encoders() -> dict:  # loaded once, for whichever split needs them first
         if not encoders:
-            encoders.update(cache_encoders(_cache_meta(args, "train", n_text, None, clip_dir, vae_dir), ae))
+            encoders.update(cache_encoders(cache_meta(args, "train", n_text, None, clip_dir, vae_dir), ae))
         return encoders
 
     for split, shots, limit in todo:
         cdir = cache_root / (split if limit is None else f"{split}_{limit}")
-        meta = _cache_meta(args, split, n_text, limit, clip_dir, vae_dir)
+        meta = cache_meta(args, split, n_text, limit, clip_dir, vae_dir)
         build_cache(shots, get_encoders, cdir, meta, seed=cfg.seed, progress=progress,
                     latents_from=Path(args.latents_from) / cdir.name if args.latents_from else None)
         caches[split] = CachedShots(cdir)
@@ -498,7 +336,6 @@ def run(args: argparse.Namespace) -> int:
     torch.manual_seed(cfg.seed)  # the init must be reproducible: resume reloads only trainable tensors
     denoiser = Denoiser(DecoderNet(dcfg), diff)
     if args.init:  # before any resume: a resumed run reloads only its trainable tensors on top of this
-        from animegamer.engine.world_sessions import resolve_decoder
 
         init = ShotDecoder.from_pretrained(resolve_decoder(args.init))
         # the same config, or the same without the spatial reference (it is added, zero-initialised)

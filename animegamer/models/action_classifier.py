@@ -13,11 +13,14 @@ Shipped beside the evaluator's vision tower: ``animegamer/weights/evaluator/acti
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
+import cv2
 import numpy as np
 import torch
+from transformers import VideoMAEConfig, VideoMAEForVideoClassification
 
 ACTION_DIR = "action_classifier"
 
@@ -33,7 +36,6 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 def classifier_config(preset: str, labels: list[str], height: int, width: int):
     """A VideoMAEConfig for ``labels`` on height x width frames (multiples of the patch size)."""
-    from transformers import VideoMAEConfig
 
     if preset not in PRESETS:
         raise ValueError(f"action classifier preset must be one of {sorted(PRESETS)}, got {preset!r}")
@@ -65,8 +67,6 @@ class ActionClassifier:
 
     @classmethod
     def load(cls, path: str | Path) -> "ActionClassifier":
-        from transformers import VideoMAEForVideoClassification
-
         path = Path(path)
         if not (path / "config.json").is_file():
             raise FileNotFoundError(f"{path}: no action classifier (config.json) here")
@@ -77,7 +77,6 @@ class ActionClassifier:
     @staticmethod
     def find(root: str | Path) -> Path | None:
         """The action classifier dir in an evaluator dir, a `train action` run dir or its final/."""
-        import json
 
         root = Path(root)
         for p in (root, root / ACTION_DIR, root / "final" / ACTION_DIR):
@@ -92,7 +91,6 @@ class ActionClassifier:
     @torch.no_grad()
     def logits(self, frames: np.ndarray) -> torch.Tensor:
         """uint8 (T, H, W, 3) -> (num_labels,) logits; frames are resized to the trained size."""
-        import cv2
 
         h, w = self.size
         if frames.shape[1:3] != (h, w):

@@ -26,9 +26,28 @@ the paper measures the gap (in-domain CLIP-I 0.68 without this phase, 0.79 with 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 from pathlib import Path
 from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import ConcatDataset, Subset
+from tqdm.auto import tqdm
+
+from animegamer.core.checkpoint import load_json, load_safetensors, save_json_atomic, save_safetensors_atomic
+from animegamer.core.runs import resolve_decoder, resolve_engine
+from animegamer.decoder.diffusion import Denoiser, collate_decoder
+from animegamer.decoder.pipeline import ShotDecoder
+from animegamer.engine.data import load_sessions, turn_record
+from animegamer.engine.model import load_engine
+from animegamer.engine.sequence import TurnRecord
+from animegamer.training.arguments import add_train_arguments, train_config_from_args
+from animegamer.training.loop import train
+from animegamer.training.phase_a import eval_loss
+from animegamer.training.shot_cache import CachedShots
+from animegamer.world.dataset import ShotDataset
 
 PART_SESSIONS = 25
 
@@ -41,7 +60,6 @@ PRESETS: dict[str, dict] = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from animegamer.training.cli import add_train_arguments
 
     add_train_arguments(parser, list(PRESETS))
     parser.add_argument("--engine", type=Path, required=True, help="`train engine` run dir (or its final/)")
@@ -77,7 +95,6 @@ def check_same_world(sessions_dir: Path, cache, world_dir: str | Path) -> None:
     """Shots are paired with predictions by file name ("000012_3"), which every world reuses: engine
     sessions, decoder cache and --data must come from one world (the same seed), or the decoder
     would learn one world's predictions against another's shots."""
-    from animegamer.training.checkpoint import load_json
 
     seeds = {"--data": load_json(Path(world_dir) / "meta.json").get("seed"), "decoder cache": cache.meta.get("data_seed")}
     meta = Path(sessions_dir) / "engine_meta.json"
@@ -92,7 +109,6 @@ def check_same_world(sessions_dir: Path, cache, world_dir: str | Path) -> None:
 
 def shot_rows(cache, world_dir: str | Path) -> dict[str, int]:
     """shot file name -> row of the decoder cache (cache rows carry ShotDataset indices of their split)."""
-    from animegamer.world.dataset import ShotDataset
 
     rows = ShotDataset(world_dir, cache.meta["split"]).rows
     return {rows[int(i)]["shot"]: r for r, i in enumerate(cache.tensors["index"].tolist())}
@@ -102,12 +118,6 @@ def predict_sessions(engine, sessions: list, out_dir: Path, closed_loop: bool = 
                      desc: str = "predict") -> dict[str, Any]:
     """Every turn's predicted s_a (fp16) and its shot name, in parts of PART_SESSIONS sessions
     written atomically (an interrupted run continues). Returns {"s_a": (M, N, D), "shot": [M]}."""
-    import torch
-    from tqdm.auto import tqdm
-
-    from animegamer.engine.data import turn_record
-    from animegamer.engine.sequence import TurnRecord
-    from animegamer.training.checkpoint import load_json, load_safetensors, save_json_atomic, save_safetensors_atomic
 
     out_dir.mkdir(parents=True, exist_ok=True)
     s_a: list = []
@@ -173,8 +183,6 @@ class TrueShots:
         return len(self.cache)
 
     def __getitem__(self, i: int) -> dict:
-        import torch
-
         item = self.cache[i]
         with torch.no_grad():
             s_a = self.action_encoder(item["f_md"][None], item["f_v"][None])[0]  # (N, D)
@@ -184,8 +192,6 @@ class TrueShots:
 def mix_true_shots(predicted, true, fraction: float, seed: int = 0):
     """One dataset in which about ``fraction`` of every epoch's items are true shots: the predicted
     turns are repeated k times and a seeded subset of the true shots is added to match the share."""
-    import torch
-    from torch.utils.data import ConcatDataset, Subset
 
     if not 0.0 <= fraction < 1.0:
         raise ValueError(f"--true-fraction must be in [0, 1), got {fraction}")
@@ -199,9 +205,6 @@ def mix_true_shots(predicted, true, fraction: float, seed: int = 0):
 
 
 def _module_class():
-    from torch import nn
-
-    from animegamer.models.shot_decoder import ShotDecoder
 
     class AdaptModule(nn.Module):
         """The decoder trained on predicted s_a: E_a is not used (s_a comes in), so it stays frozen;
@@ -234,17 +237,6 @@ def _module_class():
 
 
 def run(args: argparse.Namespace) -> int:
-    import copy
-
-    from animegamer.engine.data import load_sessions
-    from animegamer.engine.model import load_engine, resolve_engine
-    from animegamer.engine.world_sessions import resolve_decoder
-    from animegamer.models.diffusion import Denoiser, collate_decoder
-    from animegamer.models.shot_decoder import ShotDecoder
-    from animegamer.phases.decoder import CachedShots, eval_loss
-    from animegamer.training.checkpoint import save_json_atomic
-    from animegamer.training.cli import train_config_from_args
-    from animegamer.training.loop import train
 
     if not 0.0 <= args.true_fraction < 1.0:  # before the slow part (the engine's predictions)
         raise SystemExit(f"--true-fraction must be in [0, 1), got {args.true_fraction}")

@@ -1,0 +1,153 @@
+"""Phase a's feature cache: the frozen encoders run ONCE per shot, and training reads the cache.
+
+Each cached shot holds the autoencoder latents of its 17 frames, the visual reference f_v of its
+first frame (``representation.reference_encoder``) and the MiniLM token states f_md of its motion
+text. Parts of ``PART_SIZE`` shots are written as fp16 safetensors, so an interrupted build resumes
+where it stopped; ``meta.json`` records what the cache was built from, and a cache built from other
+inputs is refused instead of mixed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from animegamer.core.checkpoint import load_json, load_safetensors, save_json_atomic, save_safetensors_atomic
+from animegamer.models.text_encoder import TextEncoder, TextEncoderConfig
+from animegamer.representation.action_encoder import pick_reference_frames
+from animegamer.representation.reference_encoder import CONDITION_TEXT, load_reference_encoder
+from animegamer.world.dataset import collate_shots
+
+CACHE_FORMAT = "animegamer-decoder-cache"
+CACHE_VERSION = 1
+PART_SIZE = 256
+
+def cache_meta(args: argparse.Namespace, split: str, n_text: int, limit: int | None, clip_dir: Path,
+                vae_dir: Path) -> dict:
+    data_meta = json.loads((Path(args.data) / "meta.json").read_text())
+
+    def stamp(d: Path) -> dict:
+        return {"path": str(d.resolve()), "mtime_ns": max(f.stat().st_mtime_ns for f in d.iterdir())}
+
+    return {
+        "format": CACHE_FORMAT, "version": CACHE_VERSION, "split": split, "limit": limit,
+        "data": str(Path(args.data).resolve()), "data_seed": data_meta.get("seed"),
+        "data_counts": data_meta.get("counts"), "clip": stamp(clip_dir), "vae": stamp(vae_dir),
+        "text_encoder": args.text_encoder, "n_text": n_text, "random_frame": bool(args.random_frame),
+        "reference_patch": args.reference_patch,
+        # only when not the default, so caches built before this option keep matching
+        **({"condition": args.condition} if args.condition != "motion" else {}),
+    }
+
+
+def cache_encoders(meta: dict, ae) -> dict:
+    """The frozen encoders a cache with this ``meta`` is built with (``build_cache``'s get_encoders):
+    the reference encoder, the motion-text encoder and the given autoencoder ``ae``."""
+
+    return {"tower": load_reference_encoder(Path(meta["clip"]["path"]), meta["reference_patch"] or 4,
+                                            meta.get("condition", "motion")),
+            "text": TextEncoder(TextEncoderConfig(path=meta["text_encoder"], n_text=meta["n_text"])), "ae": ae}
+
+
+def _latent_source(latents_from: Path | None, meta: dict) -> Path | None:
+    """A finished cache of the same shots and autoencoder whose latents can be reused, or None."""
+
+    if latents_from is None:
+        return None
+    src = Path(latents_from)
+    m = load_json(src / "meta.json") if (src / "meta.json").is_file() else {}
+    same = {k: m.get(k) for k in ("data", "split", "limit", "vae")} == {k: meta[k] for k in ("data", "split", "limit", "vae")}
+    if "parts" not in m or not same:
+        raise ValueError(f"--latents-from {src}: not a finished cache of the same data, split, limit and autoencoder")
+    return src
+
+
+def build_cache(shots, get_encoders, cache_dir: Path, meta: dict, seed: int = 0, batch: int = 8,
+                progress: bool = True, latents_from: Path | None = None) -> Path:
+    """Encode every shot once into ``cache_dir/part_*.safetensors``; resumes a partial build.
+
+    shots: a ShotDataset; get_encoders() -> {"tower", "text", "ae"} (frozen, eval), called only
+    if some part is missing (loading MiniLM costs seconds). ``latents_from``: a finished cache of
+    the same shots and autoencoder (other text or reference): its latents are copied instead of
+    running the autoencoder again, the slowest part of a build.
+    """
+
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    meta_path = cache_dir / "meta.json"
+    if meta_path.is_file():
+        old = load_json(meta_path)
+        if {k: v for k, v in old.items() if k != "parts"} != meta:
+            raise ValueError(f"{cache_dir} holds a cache of other inputs ({old}); delete it or pass --cache DIR")
+    src = _latent_source(latents_from, meta)
+    save_json_atomic(meta, meta_path)
+    n = len(shots)
+    parts = (n + PART_SIZE - 1) // PART_SIZE
+    tower = text = ae = None
+    bar = tqdm(total=n, desc=f"cache {meta['split']}", disable=not progress, dynamic_ncols=True)
+    for p in range(parts):
+        path = cache_dir / f"part_{p:05d}.safetensors"
+        lo, hi = p * PART_SIZE, min(n, (p + 1) * PART_SIZE)
+        if path.is_file():
+            bar.update(hi - lo)
+            continue
+        if tower is None:
+            enc = get_encoders()
+            tower, text, ae = enc["tower"], enc["text"], enc["ae"]
+        out: dict[str, list] = {"latents": [], "f_v": [], "f_md": [], "motion_level": [], "index": []}
+        reuse = None
+        if src is not None:
+            reuse = load_safetensors(src / path.name)
+            if not torch.equal(reuse["index"], torch.arange(lo, hi)):
+                raise ValueError(f"--latents-from {src}: {path.name} holds other shots")
+        for s in range(lo, hi, batch):
+            idx = list(range(s, min(hi, s + batch)))
+            b = collate_shots([shots[i] for i in idx])
+            # per-shot generator: the random-frame choice is a function of (seed, shot index)
+            g = torch.Generator().manual_seed(seed * 1_000_003 + s)
+            with torch.no_grad():
+                ref = pick_reference_frames(b.frames, meta["random_frame"], g)  # (B, 3, H, W)
+                f_v = tower.patch_tokens(ref).float()  # (B, n_visual, d_v)
+                texts = getattr(b, CONDITION_TEXT[meta.get("condition", "motion")])
+                f_md, _ = text.token_states(texts, meta["n_text"])  # (B, n_text, d_t), padding = 0
+                lat = (ae.encode(b.frames).float() if reuse is None  # (B, F, C', h, w), scaled
+                       else reuse["latents"][s - lo:s - lo + len(idx)].float())
+            out["latents"].append(lat.half())
+            out["f_v"].append(f_v.half())
+            out["f_md"].append(f_md.float().half())
+            out["motion_level"].append(b.motion_level.long())
+            out["index"].append(torch.tensor(idx, dtype=torch.long))
+            bar.update(len(idx))
+        save_safetensors_atomic({k: torch.cat(v) for k, v in out.items()}, path)
+    bar.close()
+    save_json_atomic({**meta, "parts": parts}, meta_path)
+    return cache_dir
+
+
+class CachedShots:
+    """torch Dataset over a finished cache: item i -> {latents, f_md, f_v, motion_level} (fp32)."""
+
+    def __init__(self, cache_dir: str | Path) -> None:
+        cache_dir = Path(cache_dir)
+        self.meta = load_json(cache_dir / "meta.json")
+        if "parts" not in self.meta:
+            raise ValueError(f"{cache_dir}: cache build did not finish; rerun the same command to resume it")
+        parts = [load_safetensors(cache_dir / f"part_{p:05d}.safetensors") for p in range(self.meta["parts"])]
+        self.tensors = {k: torch.cat([pt[k] for pt in parts]) for k in parts[0]}
+
+    def __len__(self) -> int:
+        return len(self.tensors["index"])
+
+    def __getitem__(self, i: int) -> dict:
+        t = self.tensors
+        return {"latents": t["latents"][i].float(), "f_md": t["f_md"][i].float(), "f_v": t["f_v"][i].float(),
+                "motion_level": t["motion_level"][i]}
+
+    def latent_stats(self) -> tuple[float, float]:
+        z = self.tensors["latents"].double()
+        return z.mean().item(), z.std().item()
+
+
+# -- the trainable module ------------------------------------------------------------------------
