@@ -56,11 +56,11 @@ UNIT_KEYS = ("clip_i", "ssim", "ms_ssim", "clip_t", "acc_f_pixels", "acc_f_engin
 
 NOT_RUN = {
     "GC (text-only context)": "a text-only engine (it predicts the caption's text features) and a caption-conditioned "
-                              "decoder with no visual reference: `scripts/train_gc_baseline.sh` trains one; pass "
+                              "decoder with no visual reference: `experiments/train_gc_baseline.sh` trains one; pass "
                               "its model dir as `--ablation GC=DIR`.",
     "GSC / GFC (StoryDiffusion / frame-conditioned)": "other generators, not implemented here.",
     "decoder ablations (w/o motion level, w/o adaptation, random frame, w/o warm-up)":
-        "each is a separately trained decoder (`scripts/train_decoder_ablations.sh`, graded on TRUE s_a by "
+        "each is a separately trained decoder (`experiments/train_decoder_ablations.sh`, graded on TRUE s_a by "
         "`animegamer eval-decoder`); to play one here it needs an engine trained on its own E_a; pass that model "
         "dir (engine/ + shot_decoder/) as `--ablation NAME=DIR`.",
 }

@@ -1,9 +1,9 @@
 """Decode-speed benchmark and the steps x guidance quality/speed sweep of the shot decoder.
 
-    python -m animegamer.evaluation.bench.decoder                      # default size, random weights
-    python -m animegamer.evaluation.bench.decoder --decoder DIR --steps 4 6 8 --guidance 1 3 --autocast both
-    python -m animegamer.evaluation.bench.decoder --train --batch-size 8 --n 3    # training step cost
-    python -m animegamer.evaluation.bench.decoder --decoder DIR --data WORLD --clip CLIP \
+    bin/animegamer bench-decoder                      # default size, random weights
+    bin/animegamer bench-decoder --decoder DIR --steps 4 6 8 --guidance 1 3 --autocast both
+    bin/animegamer bench-decoder --train --batch-size 8 --n 3    # training step cost
+    bin/animegamer bench-decoder --decoder DIR --data WORLD --clip CLIP \
         --steps 2 4 6 8 --guidance 1 2 3 5 --shots 32                              # quality sweep
 
 Timing does not depend on the weights, so the random-init default config gives the numbers of

@@ -7,7 +7,7 @@
 #   - the game: the 12 sessions of docs/results/level_noise.md (world seed 9000) and 24 new ones (seed 9100);
 #   - the TRUE s_a of the 300 val shots (eval-decoder), for the README's decoder row.
 #
-#   bash scripts/motion_guidance.sh [RUNS_DIR]
+#   bash experiments/motion_guidance.sh [RUNS_DIR]
 #
 # Every step is skipped when its output exists (rerun). About 60 minutes on the 2-core CPU.
 set -euo pipefail
@@ -16,11 +16,11 @@ RUNS="$(mkdir -p "${1:-$ROOT/runs}" && cd "${1:-$ROOT/runs}" && pwd)"
 DATA="$RUNS/data/big"
 AG="$ROOT/bin/animegamer"
 OUT="$RUNS/pred_calib"
-source "$ROOT/scripts/common.sh"
-require scripts/train_default.sh "$RUNS/engine_extra/final" "$RUNS/engine_more2/sessions/test" "$DATA/meta.json"
+source "$ROOT/experiments/common.sh"
+require "bin/animegamer recipe default --out RUNS" "$RUNS/engine_extra/final" "$RUNS/engine_more2/sessions/test" "$DATA/meta.json"
 require "docs/results/level_noise.md (its shipped decoder run)" "$RUNS/level_noise/adapt_shipped/final" \
     "$RUNS/level_noise/shipped/cache/val_64"
-require scripts/train_spatial_calibrated.sh "$RUNS/spatial_lm/adapt/final" "$RUNS/level_noise/lm/cache/val_64"
+require experiments/train_spatial_calibrated.sh "$RUNS/spatial_lm/adapt/final" "$RUNS/level_noise/lm/cache/val_64"
 mkdir -p "$OUT"
 GRID="1:0.998,0.9995,0.9999;2:0.98,0.99,0.995,0.998;3:0.9,0.95,0.98;4:0.5,0.65,0.8;5:0,0.3"
 # the shipped decoder is swept as it ships (fp16; the same weights as the run's final/, which the pack reads)
@@ -47,7 +47,7 @@ for mg in 0.5 0; do
 done
 
 # The game, the 12 sessions of level_noise.md (its graded rows are reused; the packs are made by the
-# commands of docs/results/level_noise.md, level_calibration.md and scripts/train_spatial_calibrated.sh)
+# commands of docs/results/level_noise.md, level_calibration.md and experiments/train_spatial_calibrated.sh)
 require "the model pack commands of docs/results/level_noise.md and level_calibration.md" \
     "$RUNS/level_noise/model_cfg1" "$RUNS/level_noise/model_cfg2" "$RUNS/level_noise/model_cfg3" \
     "$RUNS/level_noise/model_new_engine_old_decoder" "$RUNS/level_calib/model_cal" "$RUNS/model"
@@ -70,7 +70,7 @@ S="$RUNS/spatial_lm"
     --ablation "spatial, CFG 2, motion guidance 1, calibrated on predicted s_a=$OUT/model_spatial_cfg2_mg1" \
     --threads 2 --no-progress
 for e in "$RUNS/level_noise/eval_game" "$OUT/eval_game_s9100"; do
-    "$ROOT/.venv/bin/python" "$ROOT/scripts/game_level_match.py" "$e" \
+    "$ROOT/.venv/bin/python" "$ROOT/experiments/game_level_match.py" "$e" \
         --baseline "$([[ $e == *s9100 ]] && echo animegamer || echo cfg-2-calibrated-sampling-prior)"
 done
 

@@ -1,6 +1,6 @@
 """Per-turn comparison of the systems of one `animegamer eval` directory (its systems/*.jsonl).
 
-    .venv/bin/python scripts/game_level_match.py EVAL_DIR [--baseline SYSTEM_FILE_STEM]
+    .venv/bin/python experiments/game_level_match.py EVAL_DIR [--baseline SYSTEM_FILE_STEM]
 
 For each system: how often the flow on the decoded shot reads the level the ENGINE asked for
 ("decoded = engine's"; ACC-F pixels compares with the true level instead), the engine-level x

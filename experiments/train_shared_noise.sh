@@ -6,13 +6,13 @@
 #
 #   r50:          the shipped decoder's second run (--init decoder_pre, E_a frozen, 1800 steps) with
 #                 --shared-noise 0.5
-#   spatial_r50:  the spatial-reference decoder (scripts/train_spatial_reference.sh) 900 steps more
+#   spatial_r50:  the spatial-reference decoder (experiments/train_spatial_reference.sh) 900 steps more
 #                 with --shared-noise 0.5
 #   graded:       eval-decoder on the TRUE s_a of the same 64 held-out shots, with the shipped and
 #                 the spatial decoders, and the autoencoder ceiling per latent noise
 #
-#   bash scripts/train_shared_noise.sh [RUNS_DIR]   (needs the runs of scripts/train_default.sh and
-#                                                    scripts/train_spatial_reference.sh)
+#   bash experiments/train_shared_noise.sh [RUNS_DIR]   (needs the runs of the default recipe (`bin/animegamer recipe default`) and
+#                                                    experiments/train_spatial_reference.sh)
 #
 # Every step resumes if interrupted (rerun). About 50 minutes on the 2-core CPU.
 set -euo pipefail
@@ -21,9 +21,9 @@ RUNS="$(mkdir -p "${1:-$ROOT/runs}" && cd "${1:-$ROOT/runs}" && pwd)"  # absolut
 DATA="$RUNS/data/big"
 AG="$ROOT/bin/animegamer"
 OUT="$RUNS/shared_noise"
-source "$ROOT/scripts/common.sh"
-require scripts/train_default.sh "$RUNS/vae/final" "$RUNS/decoder_pre/joint/final" "$RUNS/decoder/joint/final" "$DATA/meta.json"
-require scripts/train_spatial_reference.sh "$RUNS/spatial/decoder/joint/final"
+source "$ROOT/experiments/common.sh"
+require "bin/animegamer recipe default --out RUNS" "$RUNS/vae/final" "$RUNS/decoder_pre/joint/final" "$RUNS/decoder/joint/final" "$DATA/meta.json"
+require experiments/train_spatial_reference.sh "$RUNS/spatial/decoder/joint/final"
 DEC=("$AG" train decoder --preset default --visual-reference latent --data "$DATA" --vae "$RUNS/vae" --limit 2048
      --freeze-action-encoder --shared-noise 0.5 --warmup-steps 20 --threads 2)
 for d in decoder_r50 spatial_r50; do

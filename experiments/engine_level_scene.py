@@ -1,8 +1,8 @@
 """Engines' motion level beside the world's two references, on the same held-out turns.
 
-    .venv/bin/python scripts/engine_level_scene.py RUNS_DIR NAME [NAME ..]
+    .venv/bin/python experiments/engine_level_scene.py RUNS_DIR NAME [NAME ..]
 
-Reads the dumps RUNS_DIR/level_probe/NAME_{val,test}_*.pt of ``scripts/engine_level_probe.py
+Reads the dumps RUNS_DIR/level_probe/NAME_{val,test}_*.pt of ``experiments/engine_level_probe.py
 dump`` (teacher forced, window 3). Fits the lookup table and the additive log-flow model with and
 without who acts and where (``world.level_ceiling``) on the training turns of every world those
 dumps come from, pooled (the effects of a character or a place are the same in each world), and

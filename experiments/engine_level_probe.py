@@ -1,8 +1,8 @@
 """Is the engine's motion level limited by its hidden state or by its level read-out?
 
-    .venv/bin/python scripts/engine_level_probe.py dump ENGINE SESSIONS_DIR OUT.pt [--limit N] [--window 3]
-    .venv/bin/python scripts/engine_level_probe.py fit TRAIN.pt [TRAIN2.pt ..] --test TEST.pt [TEST2.pt ..]
-    .venv/bin/python scripts/engine_level_probe.py score A.pt [B.pt ..] [--with OTHER_A.pt ..]
+    .venv/bin/python experiments/engine_level_probe.py dump ENGINE SESSIONS_DIR OUT.pt [--limit N] [--window 3]
+    .venv/bin/python experiments/engine_level_probe.py fit TRAIN.pt [TRAIN2.pt ..] --test TEST.pt [TEST2.pt ..]
+    .venv/bin/python experiments/engine_level_probe.py score A.pt [B.pt ..] [--with OTHER_A.pt ..]
 
 ``dump`` runs the engine teacher forced (true history, the last ``window`` turns, batched) over
 every turn of the sessions and saves the final hidden state at each turn's <ML> tag, the engine's

@@ -12,7 +12,7 @@
 #            shipped decoder of that time is adapted on the same 100 too
 #   graded:  eval-decoder on the TRUE s_a of the 64 held-out shots, and the 12-session eval table
 #
-#   bash scripts/train_spatial_reference.sh [RUNS_DIR]   (needs the runs of scripts/train_default.sh)
+#   bash experiments/train_spatial_reference.sh [RUNS_DIR]   (needs the runs of the default recipe (`bin/animegamer recipe default`))
 #
 # Every step resumes if interrupted (rerun). About 60 minutes on the 2-core CPU.
 set -euo pipefail
@@ -21,8 +21,8 @@ RUNS="$(mkdir -p "${1:-$ROOT/runs}" && cd "${1:-$ROOT/runs}" && pwd)"  # absolut
 DATA="$RUNS/data/big"
 AG="$ROOT/bin/animegamer"
 OUT="$RUNS/spatial"
-source "$ROOT/scripts/common.sh"
-require scripts/train_default.sh "$RUNS/vae/final" "$RUNS/decoder_pre/joint/final" "$RUNS/decoder/joint/final" \
+source "$ROOT/experiments/common.sh"
+require "bin/animegamer recipe default --out RUNS" "$RUNS/vae/final" "$RUNS/decoder_pre/joint/final" "$RUNS/decoder/joint/final" \
     "$RUNS/engine/final" "$RUNS/model" "$RUNS/evaluator_pack" "$DATA/meta.json"
 mkdir -p "$OUT/decoder" && ln -sfn "$RUNS/decoder_pre/cache" "$OUT/decoder/cache"  # the same encoded shots
 

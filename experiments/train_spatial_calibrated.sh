@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Experiment (2026-11-25, docs/results/spatial_calibrated.md): the spatial-reference decoder with the
-# level-matched noise prior (runs/level_noise/lm of scripts/train_level_noise.sh), taken through
+# level-matched noise prior (runs/level_noise/lm of experiments/train_level_noise.sh), taken through
 # what the shipped decoder went through: phase c against the shipped engine, then a sampling prior
 # calibrated per level on 200 held-out TEST shots at CFG 1, 1.5 and 2, then graded
 #   - from the TRUE s_a of the 300 val shots (eval-decoder), CFG 1 and 2;
 #   - in the game: 12 held-out sessions beside the shipped rows of docs/results/level_noise.md.
 #
-#   bash scripts/train_spatial_calibrated.sh [RUNS_DIR]
+#   bash experiments/train_spatial_calibrated.sh [RUNS_DIR]
 #
 # Every step resumes or is skipped when its output exists (rerun). About 70 minutes on the 2-core CPU.
 set -euo pipefail
@@ -15,12 +15,12 @@ RUNS="$(mkdir -p "${1:-$ROOT/runs}" && cd "${1:-$ROOT/runs}" && pwd)"
 DATA="$RUNS/data/big"
 AG="$ROOT/bin/animegamer"
 OUT="$RUNS/spatial_lm"
-source "$ROOT/scripts/common.sh"
-require scripts/train_level_noise.sh "$RUNS/level_noise/lm/joint/final"
-require scripts/train_default.sh "$RUNS/engine_extra/final" "$RUNS/engine_more2/sessions/train" "$DATA/meta.json"
+source "$ROOT/experiments/common.sh"
+require experiments/train_level_noise.sh "$RUNS/level_noise/lm/joint/final"
+require "bin/animegamer recipe default --out RUNS" "$RUNS/engine_extra/final" "$RUNS/engine_more2/sessions/train" "$DATA/meta.json"
 mkdir -p "$OUT"
 
-# Phase c exactly as the shipped decoder's (scripts/train_default.sh)
+# Phase c exactly as the shipped decoder's (the default recipe (`bin/animegamer recipe default`))
 [[ -d "$OUT/adapt/final" ]] || "$AG" train adapt --preset default --data "$DATA" --engine "$RUNS/engine_extra" \
     --sessions "$RUNS/engine_more2/sessions/train" --decoder "$RUNS/level_noise/lm" --out "$OUT/adapt" --limit 25 \
     --steps 200 --threads 2 $(resume "$OUT/adapt")

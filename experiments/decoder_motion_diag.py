@@ -1,6 +1,6 @@
 """Where does a decoder's flicker come from, and does the motion level reach its motion at all?
 
-    .venv/bin/python scripts/decoder_motion_diag.py DECODER_RUN [--n 16] [--cache DIR] [--out FILE.json]
+    .venv/bin/python experiments/decoder_motion_diag.py DECODER_RUN [--n 16] [--cache DIR] [--out FILE.json]
 
 On the first n held-out shots of the cache (their TRUE s_a), two measurements
 (docs/results/frame_diff.md):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GC baseline of the paper's table ("the LLM writes global captions, text-only context"), built
-# from the same parts and budget as the system it is compared with (the shipped model, scripts/train_default.sh):
+# from the same parts and budget as the system it is compared with (the shipped model, the default recipe (`bin/animegamer recipe default`)):
 #
 # - decoder: `train decoder --condition caption`: the text stream encodes the shot's whole caption
 #   (characters, motion, place, time, props; MiniLM, 69 tokens) and there is NO visual reference
@@ -12,7 +12,7 @@
 #   instructions and the captions it wrote (as text features): text-only context, never a frame.
 #   No phase c, so compare it with the full system's "without adaptation" row as well.
 #
-#   bash scripts/train_gc_baseline.sh [RUNS_DIR]   (needs RUNS_DIR/{vae,decoder_pre/cache,engine_init}
+#   bash experiments/train_gc_baseline.sh [RUNS_DIR]   (needs RUNS_DIR/{vae,decoder_pre/cache,engine_init}
 #                                                   and RUNS_DIR/data/big from train_default.sh)
 #
 # Every step resumes if interrupted (rerun). About 45 minutes of one core each for the decoder and
@@ -24,8 +24,8 @@ DATA="$RUNS/data/big"
 AG="$ROOT/bin/animegamer"
 GC="$RUNS/gc"
 mkdir -p "$GC"
-source "$ROOT/scripts/common.sh"
-require scripts/train_default.sh "$RUNS/vae/final" "$RUNS/decoder_pre/cache" "$RUNS/engine_init" "$DATA/meta.json"
+source "$ROOT/experiments/common.sh"
+require "bin/animegamer recipe default --out RUNS" "$RUNS/vae/final" "$RUNS/decoder_pre/cache" "$RUNS/engine_init" "$DATA/meta.json"
 # the autoencoder latents of the same 2048 shots are reused from the full decoder's cache
 DEC=("$AG" train decoder --preset default --condition caption --n-text 69 --data "$DATA" --vae "$RUNS/vae"
      --limit 2048 --cache "$GC/cache" --latents-from "$RUNS/decoder_pre/cache")

@@ -3,7 +3,7 @@
 # decoder stop flickering, so that the flow measuring the motion level reads the motion it was asked
 # for? `train decoder --frame-diff-loss W` adds W x the MSE of the frame-to-frame differences of the v
 # prediction to the v-loss (decoder/diffusion.py). Both runs continue the best decoder on the TRUE s_a,
-# spatial_r50 (scripts/train_shared_noise.sh), with the same steps and schedule:
+# spatial_r50 (experiments/train_shared_noise.sh), with the same steps and schedule:
 #
 #   control:  --frame-diff-loss 0 (the plain v-loss)
 #   fd2:      --frame-diff-loss 2
@@ -13,7 +13,7 @@
 #   graded:   eval-decoder on the TRUE s_a of the same 64 held-out shots; watch latent_frame_sigma
 #             (0.05 is where the flow starts losing the level, docs/results/shared_noise.md)
 #
-#   bash scripts/train_frame_diff.sh [RUNS_DIR] [STEPS]   (needs scripts/train_shared_noise.sh's runs)
+#   bash experiments/train_frame_diff.sh [RUNS_DIR] [STEPS]   (needs experiments/train_shared_noise.sh's runs)
 #
 # Every step resumes if interrupted (rerun). About 90 minutes on the 2-core CPU at 1200 steps.
 set -euo pipefail
@@ -23,8 +23,8 @@ STEPS="${2:-1200}"
 DATA="$RUNS/data/big"
 AG="$ROOT/bin/animegamer"
 OUT="$RUNS/frame_diff"
-source "$ROOT/scripts/common.sh"
-require scripts/train_shared_noise.sh "$RUNS/shared_noise/spatial_r50/joint/final" "$DATA/meta.json"
+source "$ROOT/experiments/common.sh"
+require experiments/train_shared_noise.sh "$RUNS/shared_noise/spatial_r50/joint/final" "$DATA/meta.json"
 DEC=("$AG" train decoder --preset default --visual-reference latent --data "$DATA" --vae "$RUNS/vae" --limit 2048
      --reference-channels 16 --freeze-action-encoder
      --warmup-steps 20 --save-every 300 --threads 2 --steps "$STEPS")

@@ -6,13 +6,13 @@
 # (`train decoder --shared-noise-by-level R1,..,R5`, decoder/diffusion.py) shares more of the noise for
 # calm levels than for wild ones, in training and sampling alike.
 #
-#   lm:       r90 (spatial reference; scripts/train_frame_diff.sh), STEPS more with the prior LM_LEVELS
-#   shipped:  the shipped line's decoder (runs/decoder of scripts/train_default.sh, no spatial
+#   lm:       r90 (spatial reference; experiments/train_frame_diff.sh), STEPS more with the prior LM_LEVELS
+#   shipped:  the shipped line's decoder (runs/decoder of the default recipe (`bin/animegamer recipe default`), no spatial
 #             reference, E_a frozen so the engine's targets hold), STEPS more with SHIPPED_LEVELS
 #   graded:   eval-decoder on the TRUE s_a of the same 64 held-out shots as frame_diff.md, at CFG 1
 #             and 3; ACC-F (true level) against ACC-F at a wrong level is the ablation
 #
-#   bash scripts/train_level_noise.sh [RUNS_DIR] [STEPS] [THREADS]
+#   bash experiments/train_level_noise.sh [RUNS_DIR] [STEPS] [THREADS]
 #
 # Every step resumes if interrupted (rerun). About 35 minutes per run on the 2-core CPU at 1200 steps.
 set -euo pipefail
@@ -25,8 +25,8 @@ SHIPPED_LEVELS=0.998,0.99,0.95,0.8,0.4  # after lm: level 1 moved 0.043 (truth 0
 DATA="$RUNS/data/big"
 AG="$ROOT/bin/animegamer"
 OUT="$RUNS/level_noise"
-source "$ROOT/scripts/common.sh"
-require scripts/train_default.sh "$RUNS/decoder/joint/final" "$DATA/meta.json"
+source "$ROOT/experiments/common.sh"
+require "bin/animegamer recipe default --out RUNS" "$RUNS/decoder/joint/final" "$DATA/meta.json"
 DEC=("$AG" train decoder --preset default --visual-reference latent --data "$DATA" --vae "$RUNS/vae" --limit 2048
      --freeze-action-encoder --warmup-steps 20 --save-every 300 --threads "$THREADS" --steps "$STEPS")
 run() {  # NAME INIT LEVELS [extra train flags]
@@ -42,7 +42,7 @@ run() {  # NAME INIT LEVELS [extra train flags]
 }
 mkdir -p "$OUT/evals"
 if [[ "${SKIP_LM:-}" != 1 ]]; then
-    require scripts/train_frame_diff.sh "$RUNS/frame_diff/r90/joint/final"
+    require experiments/train_frame_diff.sh "$RUNS/frame_diff/r90/joint/final"
     run lm "$RUNS/frame_diff/r90" "$LM_LEVELS" --reference-channels 16
 fi
 run shipped "$RUNS/decoder" "$SHIPPED_LEVELS"

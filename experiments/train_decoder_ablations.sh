@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The paper's decoder ablations, each trained exactly as the full decoder it is compared with
-# (the shipped default decoder of scripts/train_default.sh: runs/decoder_pre + runs/decoder),
+# (the shipped default decoder of the default recipe (`bin/animegamer recipe default`): runs/decoder_pre + runs/decoder),
 # then graded on the TRUE s_a of the same held-out shots:
 #
 #   w/o motion level (w/o f_ms): --no-motion-level, same cached features as the full decoder
 #   w/ random frame:             --random-frame, f_v from a random frame of each shot (own cache)
 #
-#   bash scripts/train_decoder_ablations.sh [RUNS_DIR]     (needs RUNS_DIR/{vae,decoder_pre,decoder}
+#   bash experiments/train_decoder_ablations.sh [RUNS_DIR]     (needs RUNS_DIR/{vae,decoder_pre,decoder}
 #                                                           and RUNS_DIR/data/big from that script)
 #
 # Same recipe as the full decoder: 300 steps in which E_a learns with everything else,
@@ -19,8 +19,8 @@ DATA="$RUNS/data/big"
 AG="$ROOT/bin/animegamer"
 OUT="$RUNS/ablations"
 mkdir -p "$OUT"
-source "$ROOT/scripts/common.sh"
-require scripts/train_default.sh "$RUNS/vae/final" "$RUNS/decoder_pre/cache" "$RUNS/decoder/joint/final" "$DATA/meta.json"
+source "$ROOT/experiments/common.sh"
+require "bin/animegamer recipe default --out RUNS" "$RUNS/vae/final" "$RUNS/decoder_pre/cache" "$RUNS/decoder/joint/final" "$DATA/meta.json"
 DEC=("$AG" train decoder --preset default --visual-reference latent --data "$DATA" --vae "$RUNS/vae" --limit 2048)
 
 # one ablation: NAME, then its extra flags

@@ -7,10 +7,10 @@
 #   - engine_hist2: 1200 steps more from engine_hist, the same sessions in another order (--seed 1;
 #     the 600 steps above drew 1200 of the 25920 samples);
 #   - each engine's level on the 900 val and 1500 test turns of three worlds beside engine_extra,
-#     engine_extra2 and the world's references (scripts/engine_level_probe.py dump, teacher forced,
-#     window 3; scripts/engine_level_scene.py).
+#     engine_extra2 and the world's references (experiments/engine_level_probe.py dump, teacher forced,
+#     window 3; experiments/engine_level_scene.py).
 #
-#   bash scripts/engine_history_levels.sh [RUNS_DIR]
+#   bash experiments/engine_history_levels.sh [RUNS_DIR]
 #
 # Every step resumes or is skipped when its output exists (rerun). About 2 hours on the 2-core CPU.
 set -euo pipefail
@@ -19,8 +19,8 @@ RUNS="$(mkdir -p "${1:-$ROOT/runs}" && cd "${1:-$ROOT/runs}" && pwd)"
 AG="$ROOT/bin/animegamer"
 PY="$ROOT/.venv/bin/python"
 P="$RUNS/level_probe"
-source "$ROOT/scripts/common.sh"
-require scripts/train_default.sh "$RUNS/engine_extra/final" "$RUNS/engine_more2/sessions/val" \
+source "$ROOT/experiments/common.sh"
+require "bin/animegamer recipe default --out RUNS" "$RUNS/engine_extra/final" "$RUNS/engine_more2/sessions/val" \
     "$RUNS/engine_more2/sessions/test" "$RUNS/engine_extra/sessions/val" "$RUNS/engine_extra/sessions/test"
 require "the engine_extra2 command of docs/results/engine_level_pool.md" "$RUNS/engine_extra2/sessions/train" \
     "$RUNS/engine_extra2/sessions/test" "$RUNS/engine_extra2/final"
@@ -39,8 +39,8 @@ declare -A SESS=([val_big]=engine_more2/sessions/val [val_x1]=engine_extra/sessi
 declare -A ENG=([extra]=engine_extra [extra2]=engine_extra2 [hist]=engine_hist [hist2]=engine_hist2)
 for name in extra extra2 hist hist2; do
     for s in val_big val_x1 test_big test_x1 test_x2; do
-        [[ -f "$P/${name}_$s.pt" ]] || "$PY" "$ROOT/scripts/engine_level_probe.py" dump "$RUNS/${ENG[$name]}" \
+        [[ -f "$P/${name}_$s.pt" ]] || "$PY" "$ROOT/experiments/engine_level_probe.py" dump "$RUNS/${ENG[$name]}" \
             "$RUNS/${SESS[$s]}" "$P/${name}_$s.pt"
     done
 done
-"$PY" "$ROOT/scripts/engine_level_scene.py" "$RUNS" extra extra2 hist hist2
+"$PY" "$ROOT/experiments/engine_level_scene.py" "$RUNS" extra extra2 hist hist2

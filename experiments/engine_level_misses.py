@@ -1,6 +1,6 @@
 """Which turns does the engine get the motion level wrong on, beside the lookup table?
 
-    .venv/bin/python scripts/engine_level_misses.py ENGINE_REPORT.json SESSIONS_DIR WORLD_DIR
+    .venv/bin/python experiments/engine_level_misses.py ENGINE_REPORT.json SESSIONS_DIR WORLD_DIR
 
 ENGINE_REPORT.json: an engine report written with ``levels_per_turn`` (``python -m
 animegamer.engine.evaluate ENGINE SESSIONS_DIR --out DIR``); SESSIONS_DIR: the engine sessions it

@@ -1,0 +1,97 @@
+"""`animegamer recipe`: a whole model rebuilt from a recipe file; the tiny recipe runs end to end here."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import yaml
+
+from animegamer import Game
+from animegamer.cli import main
+from animegamer.recipes.runner import (
+    RecipeError, expand, load_recipe, parse_recipe, parse_sets, recipe_names, run_recipe, select_steps,
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_runs(tmp_path_factory):
+    runs = tmp_path_factory.mktemp("recipe") / "runs"
+    assert main(["recipe", "tiny", "--out", str(runs), "--no-progress", "--set", "threads=1"]) == 0
+    return runs
+
+
+def test_tiny_recipe_builds_a_model_that_plays(tiny_runs, tmp_path):
+    game = Game.load(tiny_runs / "model", store=tmp_path / "store")
+    session = game.new_session(characters=["Qiqi"], seed=0)
+    turn = session.step("Character: Qiqi; Motion: quickly run; Background: day town.")
+    assert turn.frames.dtype == np.uint8 and turn.frames.ndim == 4 and turn.frames.shape[-1] == 3
+    assert 1 <= turn.motion_level <= 5
+    assert len(game.open_session(session.id).turns) == 1
+
+
+def test_tiny_recipe_saves_itself_and_grades_its_model(tiny_runs):
+    saved = yaml.safe_load((tiny_runs / "recipe.yaml").read_text())
+    assert saved["name"] == "tiny" and saved["vars"]["threads"] == "1"
+    assert [s["name"] for s in saved["steps"]] == [s.name for s in load_recipe("tiny").steps]
+    assert (tiny_runs / "eval" / "eval.md").is_file()
+    calibration = json.loads((tiny_runs / "level_calibration_predicted.json").read_text())
+    packed = json.loads((tiny_runs / "model" / "shot_decoder" / "shot_decoder.json").read_text())
+    assert calibration["pack_argument"] and "sampling_shared_noise_by_level" in json.dumps(packed)
+
+
+def test_rerun_skips_finished_steps(tiny_runs):
+    report = run_recipe(load_recipe("tiny"), tiny_runs, progress=False)
+    assert {r["status"] for r in report} == {"done before"}
+
+
+def test_shipped_recipes_parse_and_rebuild_from_nothing():
+    assert {"default", "tiny"} <= set(recipe_names())
+    default = load_recipe("default")
+    names = [s.name for s in default.steps]
+    for part in ("vae", "decoder-pre", "engine-init", "engine-hist2", "adapt", "evaluator-pack", "pack", "eval"):
+        assert part in names
+    # every run is built by a step of the recipe: no command restores anything from git history
+    assert not any("git" in (s.run or "") for s in default.steps)
+    assert names.index("engine-init") < names.index("engine") < names.index("adapt") < names.index("pack")
+
+
+def test_dry_run_prints_commands_and_runs_nothing(tmp_path, capsys):
+    assert main(["recipe", "default", "--out", str(tmp_path / "r"), "--dry-run", "--until", "vae"]) == 0
+    out = capsys.readouterr().out
+    assert "animegamer train vae --preset default" in out and "train engine" not in out
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("doc, match", [
+    ({"steps": []}, "non-empty list of steps"),
+    ({"steps": [{"run": "world catalog"}]}, "needs a name"),
+    ({"steps": [{"name": "a", "run": "x", "copy": [["a", "b"]]}]}, "exactly one of run"),
+    ({"steps": [{"name": "a", "run": "x", "colour": 1}]}, "unknown field"),
+    ({"steps": [{"name": "a", "run": "x"}, {"name": "a", "run": "y"}]}, "used twice"),
+    ({"steps": [{"name": "a", "copy": ["a"]}]}, "pairs"),
+])
+def test_bad_recipes_are_refused_with_the_reason(doc, match):
+    with pytest.raises(RecipeError, match=match):
+        parse_recipe(doc)
+
+
+def test_bad_overrides_and_steps_are_refused():
+    with pytest.raises(RecipeError, match="no var 'nope'"):
+        load_recipe("tiny", {"nope": "1"})
+    with pytest.raises(RecipeError, match="NAME=VALUE"):
+        parse_sets(["threads"])
+    with pytest.raises(RecipeError, match="no step 'nope'"):
+        select_steps(load_recipe("tiny"), only=["nope"])
+    with pytest.raises(RecipeError, match="no recipe named"):
+        load_recipe("nope")
+
+
+def test_expand_fills_fields_and_json_values(tmp_path):
+    (tmp_path / "c.json").write_text(json.dumps({"pack_argument": "0.9,0.5", "a": {"b": 3}}))
+    values = {"runs": str(tmp_path)}
+    assert expand("--x {json:{runs}/c.json:pack_argument} --y {json:{runs}/c.json:a.b}", values) == "--x 0.9,0.5 --y 3"
+    with pytest.raises(RecipeError, match="has not run"):
+        expand("{json:{runs}/missing.json:k}", values)
+    with pytest.raises(RecipeError, match="unknown field"):
+        expand("{nope}", values)
