@@ -181,19 +181,21 @@ def test_pack_makes_a_playable_fp16_model(runs, tmp_path):
     # the sampler trade-off can be chosen when packing; a bad value fails before anything is written
     from animegamer.decoder.pipeline import ShotDecoder
 
-    stored = ShotDecoder.from_pretrained(out / "shot_decoder").diffusion
+    stored_decoder = ShotDecoder.from_pretrained(out / "shot_decoder")
+    stored, stored_prior = stored_decoder.sampler, stored_decoder.diffusion.shared_noise_by_level
     args = parser.parse_args(["model", "pack", "--engine", str(root / "engine"), "--decoder", str(root / "decoder"),
                               "--out", str(tmp_path / "cfg1"), "--guidance", "1", "--sample-steps", "3",
                               "--sample-shared-noise", "0.999,0.99,0.9,0.5,0", "--motion-guidance", "0.5"])
     assert args.func(args) == 0
-    packed = ShotDecoder.from_pretrained(tmp_path / "cfg1" / "shot_decoder").diffusion
+    packed_decoder = ShotDecoder.from_pretrained(tmp_path / "cfg1" / "shot_decoder")
+    packed = packed_decoder.sampler
     assert (packed.guidance, packed.steps, packed.motion_guidance) == (1.0, 3, 0.5)
     assert (stored.guidance, stored.steps) != (1.0, 3) and stored.motion_guidance is None
     calibrated = [0.999, 0.99, 0.9, 0.5, 0.0]
-    assert packed.sampling_shared_noise_by_level == calibrated and stored.sampling_shared_noise_by_level is None
-    assert packed.shared_noise_by_level == stored.shared_noise_by_level  # the training prior is untouched
+    assert packed.shared_noise_by_level == calibrated and stored.shared_noise_by_level is None
+    assert packed_decoder.diffusion.shared_noise_by_level == stored_prior  # the training prior is untouched
     assert json.loads((tmp_path / "cfg1" / "model.json").read_text())["sampler_override"] == {
-        "guidance": 1.0, "motion_guidance": 0.5, "steps": 3, "sampling_shared_noise_by_level": calibrated}
+        "guidance": 1.0, "motion_guidance": 0.5, "steps": 3, "shared_noise_by_level": calibrated}
     bad = parser.parse_args(["model", "pack", "--engine", str(root / "engine"), "--decoder", str(root / "decoder"),
                              "--out", str(out), "--sample-shared-noise", "0.9,1.5"])
     with pytest.raises(SystemExit, match="--sample-shared-noise: .*5 values in"):
@@ -202,7 +204,7 @@ def test_pack_makes_a_playable_fp16_model(runs, tmp_path):
                              "--out", str(out), "--sample-steps", "0"])
     with pytest.raises(ValueError, match="steps must be >= 1"):
         bad.func(bad)
-    assert ShotDecoder.from_pretrained(out / "shot_decoder").diffusion == stored  # the old model stays
+    assert ShotDecoder.from_pretrained(out / "shot_decoder").sampler == stored  # the old model stays
 
 
 def test_eval_decoder_grades_true_s_a(runs, tmp_path):
@@ -257,7 +259,7 @@ def test_calibrate_levels_measures_each_levels_candidates_and_feeds_pack(runs, t
     import dataclasses
 
     from animegamer.evaluation.cli import register
-    from animegamer.decoder.diffusion import parse_level_fractions
+    from animegamer.decoder.sampler import parse_level_fractions
     from animegamer.decoder.pipeline import ShotDecoder
 
     root = runs["root"]
@@ -293,7 +295,7 @@ def test_calibrate_levels_measures_each_levels_candidates_and_feeds_pack(runs, t
             assert lv["accuracy"][str(cand)] == pytest.approx(sum(hits) / len(hits))
         assert lv["chosen"] in rs and lv["accuracy"][str(lv["chosen"])] == max(lv["accuracy"].values())
     assert parse_level_fractions(r["pack_argument"], "x") == r["chosen"]  # what `model pack` takes
-    assert ShotDecoder.from_pretrained(tmp_path / "lm").diffusion.sampling_shared_noise_by_level is None  # untouched
+    assert ShotDecoder.from_pretrained(tmp_path / "lm").sampler.shared_noise_by_level is None  # untouched
     refused = sweep(plain, "1:0.5", "x.json")
     with pytest.raises(SystemExit, match="not a level-matched decoder"):
         refused.func(refused)
@@ -324,9 +326,9 @@ def test_calibrate_levels_measures_each_levels_candidates_and_feeds_pack(runs, t
         half.func(half)
 
     # the motion scale instead of the noise prior: the decoder's calibrated prior is kept while it is swept
-    from animegamer.decoder.diffusion import parse_motion_scales
+    from animegamer.decoder.sampler import parse_motion_scales
 
-    dec.diffusion = dataclasses.replace(dec.diffusion, sampling_shared_noise_by_level=p["chosen"])
+    dec.sampler = dataclasses.replace(dec.sampler, shared_noise_by_level=p["chosen"])
     dec.save_pretrained(tmp_path / "lm_cal")
     args = sweep(tmp_path / "lm_cal", "1:1,0;2:1,0.5;3:1;4:1;5:1,2", "scale.json", "--knob", "motion-scale")
     assert args.func(args) == 0
@@ -349,8 +351,8 @@ def test_calibrate_levels_measures_each_levels_candidates_and_feeds_pack(runs, t
                                      str(tmp_path / "lm_cal"), "--out", str(tmp_path / "scaled"),
                                      "--sample-motion-scale", m["pack_argument"]])
     assert packed.func(packed) == 0
-    stored = ShotDecoder.from_pretrained(tmp_path / "scaled" / "shot_decoder").diffusion
-    assert stored.sampling_motion_scale_by_level == m["chosen"] and stored.sampling_shared_noise_by_level == p["chosen"]
+    stored = ShotDecoder.from_pretrained(tmp_path / "scaled" / "shot_decoder").sampler
+    assert stored.motion_scale_by_level == m["chosen"] and stored.shared_noise_by_level == p["chosen"]
     bad = game_parser.parse_args(["model", "pack", "--engine", str(root / "engine"), "--decoder",
                                   str(tmp_path / "lm_cal"), "--out", str(tmp_path / "scaled"),
                                   "--sample-motion-scale", "1,1"])

@@ -15,8 +15,10 @@ from animegamer.representation.action_encoder import ActionEncoder, ActionEncode
 from animegamer.models.autoencoder import ShotAutoencoder, autoencoder_config
 from animegamer.decoder.network import DecoderConfig, DecoderNet, decoder_preset
 from animegamer.decoder.diffusion import (
-    DecoderBatch, Denoiser, DiffusionConfig, collate_decoder, draw_noise, frame_differences, frame_mean,
-    guidance_at, guided_velocity, parse_level_fractions, parse_motion_scales, sample, scale_motion, v_target,
+    DecoderBatch, Denoiser, DiffusionConfig, collate_decoder, draw_noise, frame_differences, frame_mean, v_target,
+)
+from animegamer.decoder.sampler import (
+    SamplerConfig, guided_velocity, parse_level_fractions, parse_motion_scales, sample, scale_motion,
 )
 from animegamer.decoder.pipeline import ShotDecoder, frames_from_uint8, frames_to_uint8
 
@@ -41,7 +43,7 @@ def tiny_batch(cfg: DecoderConfig, b: int = 2, seed: int = 0) -> DecoderBatch:
 def tiny_shot_decoder(seed: int = 0) -> ShotDecoder:
     torch.manual_seed(seed)
     ae = ShotAutoencoder(autoencoder_config("tiny")).eval()  # 2x spatial, C' = 4 * 2 = 8
-    return ShotDecoder(tiny_net(seed), ae, DiffusionConfig(steps=2, guidance=2.0))
+    return ShotDecoder(tiny_net(seed), ae, DiffusionConfig(), SamplerConfig(steps=2, guidance=2.0))
 
 
 def test_shapes():
@@ -169,8 +171,8 @@ def test_seeded_sampling_is_deterministic():
     # batch vs single: the same noise gives the same latents
     net, cfg = dec.net, dec.diffusion
     s2 = torch.stack([s_a, s_a * 0.5])
-    lat_b = sample(net, s2, torch.tensor([3, 3]), torch.Generator().manual_seed(5), cfg)
-    lat_1 = sample(net, s2[:1], torch.tensor([3]), torch.Generator().manual_seed(5), cfg)
+    lat_b = sample(net, s2, torch.tensor([3, 3]), torch.Generator().manual_seed(5), cfg, dec.sampler)
+    lat_1 = sample(net, s2[:1], torch.tensor([3]), torch.Generator().manual_seed(5), cfg, dec.sampler)
     torch.testing.assert_close(lat_b[:1], lat_1, atol=1e-5, rtol=1e-4)
 
 
@@ -195,7 +197,8 @@ def test_shared_noise_is_unit_variance_and_correlated_across_frames_only():
 def test_shared_noise_decoder_trains_samples_and_round_trips(tmp_path):
     torch.manual_seed(0)
     ae = ShotAutoencoder(autoencoder_config("tiny")).eval()
-    dec = ShotDecoder(tiny_net(), ae, DiffusionConfig(steps=2, guidance=2.0, shared_noise=0.5, noise_frame_groups=4))
+    dec = ShotDecoder(tiny_net(), ae, DiffusionConfig(shared_noise=0.5, noise_frame_groups=4),
+                      SamplerConfig(steps=2, guidance=2.0))
     den = Denoiser(dec.net, dec.diffusion).train()
     loss, _ = den(tiny_batch(dec.config))
     loss.backward()
@@ -229,8 +232,8 @@ def test_level_matched_noise_follows_each_samples_level_and_round_trips(tmp_path
         draw_noise(shape, cfg, motion_level=torch.tensor([0] * 400))
     torch.manual_seed(0)
     ae = ShotAutoencoder(autoencoder_config("tiny")).eval()
-    dec = ShotDecoder(tiny_net(), ae, DiffusionConfig(steps=2, guidance=1.0, noise_frame_groups=4,
-                                                      shared_noise_by_level=[0.99, 0.9, 0.5, 0.2, 0.0]))
+    dec = ShotDecoder(tiny_net(), ae, DiffusionConfig(noise_frame_groups=4, shared_noise_by_level=[0.99, 0.9, 0.5, 0.2, 0.0]),
+                      SamplerConfig(steps=2, guidance=1.0))
     den = Denoiser(dec.net, dec.diffusion).train()
     loss, _ = den(tiny_batch(dec.config))
     assert torch.isfinite(loss)
@@ -245,7 +248,7 @@ def test_level_matched_noise_follows_each_samples_level_and_round_trips(tmp_path
     a = loaded(s_a, 1, torch.Generator().manual_seed(0))
     assert np.array_equal(a, dec(s_a, 1, torch.Generator().manual_seed(0)))
     with pytest.raises(ValueError, match="pass a motion level"):
-        sample(loaded.net, s_a[None], None, torch.Generator().manual_seed(0), loaded.diffusion)
+        sample(loaded.net, s_a[None], None, torch.Generator().manual_seed(0), loaded.diffusion, loaded.sampler)
     loaded.diffusion.shared_noise_by_level = None  # the sampler really draws the level-1 prior
     assert not np.array_equal(a, loaded(s_a, 1, torch.Generator().manual_seed(0)))
 
@@ -255,30 +258,30 @@ def test_sampling_prior_calibrates_each_level_apart_from_training(tmp_path):
     ae = ShotAutoencoder(autoencoder_config("tiny")).eval()
     train_prior = [0.99, 0.9, 0.5, 0.2, 0.0]
     calibrated = [0.999, 0.9, 0.5, 0.2, 0.1]  # levels 1 and 5 sample from another prior
-    dec = ShotDecoder(tiny_net(), ae, DiffusionConfig(steps=2, guidance=1.0, noise_frame_groups=4,
-                                                      shared_noise_by_level=train_prior))
+    dec = ShotDecoder(tiny_net(), ae, DiffusionConfig(noise_frame_groups=4, shared_noise_by_level=train_prior),
+                      SamplerConfig(steps=2, guidance=1.0))
     s_a = torch.randn(7, 16)
     before = {lv: dec(s_a, lv, torch.Generator().manual_seed(0)) for lv in (1, 2, 5)}
-    dec.diffusion = dataclasses.replace(dec.diffusion, sampling_shared_noise_by_level=calibrated)
+    dec.sampler = dataclasses.replace(dec.sampler, shared_noise_by_level=calibrated)
     # training draws the training prior, sampling the calibrated one
     batch = tiny_batch(dec.config)
     assert torch.equal(Denoiser(dec.net, dec.diffusion).noise_for(batch, torch.Generator().manual_seed(3)),
                        draw_noise(tuple(batch.latents.shape), DiffusionConfig(shared_noise_by_level=train_prior,
                                                                               noise_frame_groups=4),
                                   torch.Generator().manual_seed(3), motion_level=batch.motion_level))
-    assert dec.diffusion.sampling_prior().shared_noise_by_level == calibrated
+    assert dec.sampler.prior(dec.diffusion).shared_noise_by_level == calibrated
     after = {lv: dec(s_a, lv, torch.Generator().manual_seed(0)) for lv in (1, 2, 5)}
     assert np.array_equal(before[2], after[2])  # level 2 keeps its fraction: the same shot
     assert not np.array_equal(before[1], after[1]) and not np.array_equal(before[5], after[5])
-    same_as = ShotDecoder(dec.net, ae, DiffusionConfig(steps=2, guidance=1.0, noise_frame_groups=4,
-                                                       shared_noise_by_level=calibrated))
+    same_as = ShotDecoder(dec.net, ae, DiffusionConfig(noise_frame_groups=4, shared_noise_by_level=calibrated),
+                          SamplerConfig(steps=2, guidance=1.0))
     assert np.array_equal(after[5], same_as(s_a, 5, torch.Generator().manual_seed(0)))
     dec.save_pretrained(tmp_path / "dec")  # stored with the decoder, exactly
     loaded = ShotDecoder.from_pretrained(tmp_path / "dec")
-    assert loaded.diffusion.sampling_shared_noise_by_level == calibrated
+    assert loaded.sampler.shared_noise_by_level == calibrated
     assert np.array_equal(after[1], loaded(s_a, 1, torch.Generator().manual_seed(0)))
-    with pytest.raises(ValueError, match="sampling_shared_noise_by_level"):
-        DiffusionConfig(sampling_shared_noise_by_level=[0.9, 0.9, 0.9, 0.9, 1.0])
+    with pytest.raises(ValueError, match="shared_noise_by_level"):
+        SamplerConfig(shared_noise_by_level=[0.9, 0.9, 0.9, 0.9, 1.0])
     with pytest.raises(ValueError, match="--x takes 5 comma-separated"):
         parse_level_fractions("0.9,a", "--x")
     with pytest.raises(ValueError, match="--x: .*5 values"):
@@ -300,12 +303,13 @@ def test_motion_guidance_scales_only_what_differs_between_frames():
     x = torch.arange(3 * 4, dtype=torch.float32).reshape(1, 3, 4, 1, 1).repeat_interleave(2, dim=2)  # video frame t = t
     assert torch.allclose(frame_mean(x, 4), torch.full_like(x, 5.5))
     with pytest.raises(ValueError, match="motion_guidance must be >= 0"):
-        DiffusionConfig(motion_guidance=-1.0)
+        SamplerConfig(motion_guidance=-1.0)
     # in the sampler: the same as plain CFG when both scales agree, another shot when they do not
     dec = tiny_shot_decoder()
     s_a = torch.randn(1, dec.config.n_tokens, dec.config.d_cond, generator=g)
     shot = lambda mg: dec.sample_latents(s_a, 3, torch.Generator().manual_seed(1)) if mg == "config" else \
-        sample(dec.net, s_a, torch.tensor([3]), torch.Generator().manual_seed(1), dec.diffusion, motion_guidance=mg)
+        sample(dec.net, s_a, torch.tensor([3]), torch.Generator().manual_seed(1), dec.diffusion,
+               dataclasses.replace(dec.sampler, motion_guidance=mg))
     assert torch.allclose(shot(2.0), shot("config"), atol=1e-5)
     assert not torch.allclose(shot(0.0), shot("config"), atol=1e-3)
 
@@ -324,17 +328,17 @@ def test_motion_scale_damps_the_frame_to_frame_part_of_each_levels_shots(tmp_pat
     s_a = torch.randn(1, dec.config.n_tokens, dec.config.d_cond, generator=g)
     shot = lambda lv: dec.sample_latents(s_a, lv, torch.Generator().manual_seed(1))
     before = {lv: shot(lv) for lv in (1, 2)}
-    dec.diffusion = dataclasses.replace(dec.diffusion, sampling_motion_scale_by_level=[0.0, 1, 1, 1, 1])
+    dec.sampler = dataclasses.replace(dec.sampler, motion_scale_by_level=[0.0, 1, 1, 1, 1])
     after = {lv: shot(lv) for lv in (1, 2)}
     assert torch.equal(before[2], after[2])
     assert torch.allclose(after[1], frame_mean(before[1], 4), atol=1e-5)
     assert frame_differences(before[1], 4).abs().max() > 1e-2  # it did move before
     dec.save_pretrained(tmp_path / "dec")
     loaded = ShotDecoder.from_pretrained(tmp_path / "dec")
-    assert loaded.diffusion.sampling_motion_scale_by_level == [0.0, 1.0, 1.0, 1.0, 1.0]
+    assert loaded.sampler.motion_scale_by_level == [0.0, 1.0, 1.0, 1.0, 1.0]
     assert torch.equal(loaded.sample_latents(s_a, 1, torch.Generator().manual_seed(1)), after[1])
-    with pytest.raises(ValueError, match="sampling_motion_scale_by_level must be 5 values"):
-        DiffusionConfig(sampling_motion_scale_by_level=[0.5, 1, 1, 1, -1])
+    with pytest.raises(ValueError, match="motion_scale_by_level must be 5 values"):
+        SamplerConfig(motion_scale_by_level=[0.5, 1, 1, 1, -1])
     with pytest.raises(ValueError, match="--x takes 5 comma-separated"):
         parse_motion_scales("0.5,a", "--x")
     with pytest.raises(ValueError, match="--x: .*5 values"):
@@ -342,14 +346,31 @@ def test_motion_scale_damps_the_frame_to_frame_part_of_each_levels_shots(tmp_pat
     assert parse_motion_scales("0.25,1,1,1,2", "--x") == [0.25, 1.0, 1.0, 1.0, 2.0]
 
 
-def test_dynamic_cfg_ramps_to_guidance():
-    assert guidance_at(0, 6, 5.0, True) == pytest.approx(1.0)
-    assert guidance_at(5, 6, 5.0, True) == pytest.approx(5.0)
-    assert guidance_at(2, 6, 5.0, False) == 5.0
-    dec = tiny_shot_decoder()
-    s_a = torch.randn(1, 7, 16)
-    out = dec(s_a, 2, generator=torch.Generator().manual_seed(0), dynamic_cfg=True, steps=3)
-    assert out.shape == (1, 5, 8, 8, 3)
+def test_version_1_decoders_load_with_their_sampler_settings(tmp_path):
+    """shot_decoder.json v1 kept the sampler's settings inside the diffusion config: it loads, samples the
+    same shots, and a v1 decoder that used a sampler option this version dropped is refused by name."""
+    import json
+
+    dec = tiny_shot_decoder(seed=3)
+    dec.sampler = dataclasses.replace(dec.sampler, motion_guidance=1.0, shared_noise_by_level=[0.9] * 5)
+    dec.save_pretrained(tmp_path / "dec")
+    path = tmp_path / "dec" / "shot_decoder.json"
+    meta = json.loads(path.read_text())
+    s = meta.pop("sampler")
+    meta["format_version"] = 1
+    meta["diffusion"].update(steps=s["steps"], guidance=s["guidance"], motion_guidance=s["motion_guidance"],
+                             autocast=s["autocast"], dynamic_cfg=False, sampler="dpmpp",
+                             sampling_shared_noise_by_level=s["shared_noise_by_level"],
+                             sampling_motion_scale_by_level=None)
+    path.write_text(json.dumps(meta))
+    old = ShotDecoder.from_pretrained(tmp_path / "dec")
+    assert old.sampler == dec.sampler and old.diffusion == dec.diffusion
+    s_a = torch.randn(7, 16)
+    assert np.array_equal(old(s_a, 2, torch.Generator().manual_seed(0)), dec(s_a, 2, torch.Generator().manual_seed(0)))
+    meta["diffusion"]["dynamic_cfg"] = True
+    path.write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match="dynamic CFG"):
+        ShotDecoder.from_pretrained(tmp_path / "dec")
 
 
 def test_save_load_round_trip_is_exact(tmp_path):
@@ -416,7 +437,7 @@ def test_video_io_round_trip(tmp_path):
 
 def test_phase_cache_and_warmup_stage_train_only_the_condition_path(tmp_path):
     """Cache build (resumable parts) + the two-stage schedule through the generic loop."""
-    from animegamer.training.phase_a import _module_class
+    from animegamer.training.phase_a import DecoderTrainModule
     from animegamer.training.shot_cache import CachedShots, build_cache
     from animegamer.training.loop import TrainConfig, train
 
@@ -453,7 +474,7 @@ def test_phase_cache_and_warmup_stage_train_only_the_condition_path(tmp_path):
     den = Denoiser(tiny_net(), DiffusionConfig())
     before = {k: v.clone() for k, v in den.net.state_dict().items()}
     cfg = TrainConfig(steps=2, batch_size=2, lr=1e-2, warmup_steps=0, log_every=1, save_every=0, progress=False)
-    train(_module_class()(den, ae, "warmup"), ds, collate_decoder, cfg, tmp_path / "warmup")
+    train(DecoderTrainModule(den, ae, "warmup"), ds, collate_decoder, cfg, tmp_path / "warmup")
     after = den.net.state_dict()
     changed = {k for k in after if not torch.equal(after[k], before[k])}
     assert any(k.startswith("action_encoder.") for k in changed)
@@ -477,12 +498,11 @@ def test_benchmark_and_sweep_run_on_tiny():
     assert len(rows) == 4 and {"psnr", "s_per_shot", "mean"} <= set(rows[0])
 
 
-@pytest.mark.parametrize("sampler", ["dpmpp", "ddim"])
-def test_sampler_with_oracle_v_recovers_the_data_point(sampler):
+def test_sampler_with_oracle_v_recovers_the_data_point():
     """If the network predicts the exact v of a one-point data distribution, sampling lands on it:
     checks the timestep / v-prediction / schedule conventions between training and sampling."""
     net = tiny_net()
-    cfg = DiffusionConfig(steps=4, guidance=1.0, sampler=sampler)
+    cfg = DiffusionConfig()
     acp = DDPMScheduler(**cfg.schedule_kwargs()).alphas_cumprod.double()
     x0 = torch.randn(1, *net.config.latent_shape, generator=torch.Generator().manual_seed(2))
 
@@ -494,7 +514,8 @@ def test_sampler_with_oracle_v_recovers_the_data_point(sampler):
             eps = (x_t.double() - a.sqrt() * x0) / (1 - a).sqrt()
             return (a.sqrt() * eps - (1 - a).sqrt() * x0).float()
 
-    out = sample(Oracle(), torch.zeros(1, 7, 16), torch.tensor([3]), torch.Generator().manual_seed(0), cfg)
+    out = sample(Oracle(), torch.zeros(1, 7, 16), torch.tensor([3]), torch.Generator().manual_seed(0), cfg,
+                 SamplerConfig(steps=4, guidance=1.0))
     torch.testing.assert_close(out, x0.float(), atol=1e-3, rtol=1e-3)
 
 
@@ -556,7 +577,7 @@ def test_spatial_reference_lays_visual_tokens_on_their_patches_and_starts_as_the
 def test_spatial_reference_round_trips_and_trains(tmp_path):
     torch.manual_seed(0)
     ae = ShotAutoencoder(autoencoder_config("tiny")).eval()
-    dec = ShotDecoder(tiny_net(reference_channels=2), ae, DiffusionConfig(steps=2, guidance=2.0))
+    dec = ShotDecoder(tiny_net(reference_channels=2), ae, DiffusionConfig(), SamplerConfig(steps=2, guidance=2.0))
     dec.save_pretrained(tmp_path / "d")
     back = ShotDecoder.from_pretrained(tmp_path / "d")
     assert back.config.reference_channels == 2

@@ -36,6 +36,7 @@ def phase_a(tmp_path_factory):
     from animegamer.models.autoencoder import ShotAutoencoder, autoencoder_config
     from animegamer.decoder.network import DecoderNet, decoder_preset
     from animegamer.decoder.diffusion import DiffusionConfig
+    from animegamer.decoder.sampler import SamplerConfig
     from animegamer.decoder.pipeline import ShotDecoder
     from animegamer.models.vision_tower import VisionTower, vision_tower_config
     from animegamer.training.shot_cache import CACHE_FORMAT
@@ -48,7 +49,7 @@ def phase_a(tmp_path_factory):
     net = DecoderNet(decoder_preset("tiny", n_text=N_TEXT, n_visual=tower.n_visual, d_visual_in=tower.d_visual,
                                     d_text_in=384))
     dec = root / "decoder"
-    ShotDecoder(net, ShotAutoencoder(autoencoder_config("tiny")), DiffusionConfig(steps=2)).save_pretrained(
+    ShotDecoder(net, ShotAutoencoder(autoencoder_config("tiny")), DiffusionConfig(), SamplerConfig(steps=2)).save_pretrained(
         dec / "joint" / "final" / "shot_decoder")
     (dec / "cache" / "train").mkdir(parents=True)  # what the decoder run records about its encoders
     (dec / "cache" / "train" / "meta.json").write_text(json.dumps(

@@ -27,6 +27,7 @@ def tiny(tmp_path_factory):
     from animegamer.models.autoencoder import ShotAutoencoder, autoencoder_config
     from animegamer.decoder.network import DecoderNet, decoder_preset
     from animegamer.decoder.diffusion import DiffusionConfig
+    from animegamer.decoder.sampler import SamplerConfig
     from animegamer.decoder.pipeline import ShotDecoder
     from animegamer.models.vision_tower import VisionTower, vision_tower_config
 
@@ -34,7 +35,7 @@ def tiny(tmp_path_factory):
     torch.manual_seed(0)
     dcfg = decoder_preset("tiny")
     ShotDecoder(DecoderNet(dcfg), ShotAutoencoder(autoencoder_config("tiny")).eval(),
-                DiffusionConfig(steps=2, guidance=2.0)).save_pretrained(root / "model" / "shot_decoder")
+                DiffusionConfig(), SamplerConfig(steps=2, guidance=2.0)).save_pretrained(root / "model" / "shot_decoder")
     save_engine(GameEngine(engine_config("tiny", rep_tokens=dcfg.n_tokens, rep_dim=dcfg.d_cond)).eval(),
                 root / "model" / "engine")
     torch.manual_seed(1)

@@ -37,7 +37,7 @@ def test_tiny_recipe_saves_itself_and_grades_its_model(tiny_runs):
     assert (tiny_runs / "eval" / "eval.md").is_file()
     calibration = json.loads((tiny_runs / "level_calibration_predicted.json").read_text())
     packed = json.loads((tiny_runs / "model" / "shot_decoder" / "shot_decoder.json").read_text())
-    assert calibration["pack_argument"] and "sampling_shared_noise_by_level" in json.dumps(packed)
+    assert calibration["pack_argument"] and "shared_noise_by_level" in json.dumps(packed["sampler"])
 
 
 def test_rerun_skips_finished_steps(tiny_runs):

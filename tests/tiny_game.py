@@ -7,6 +7,7 @@ from animegamer.engine.model import GameEngine, engine_config
 from animegamer.models.autoencoder import ShotAutoencoder, autoencoder_config
 from animegamer.decoder.network import DecoderNet, decoder_preset
 from animegamer.decoder.diffusion import DiffusionConfig
+from animegamer.decoder.sampler import SamplerConfig
 from animegamer.decoder.pipeline import ShotDecoder
 
 
@@ -15,6 +16,6 @@ def tiny_models() -> tuple[GameEngine, ShotDecoder]:
     torch.manual_seed(0)
     dcfg = decoder_preset("tiny")
     decoder = ShotDecoder(DecoderNet(dcfg), ShotAutoencoder(autoencoder_config("tiny")).eval(),
-                          DiffusionConfig(steps=2, guidance=2.0))
+                          DiffusionConfig(), SamplerConfig(steps=2, guidance=2.0))
     engine = GameEngine(engine_config("tiny", rep_tokens=dcfg.n_tokens, rep_dim=dcfg.d_cond)).eval()
     return engine, decoder

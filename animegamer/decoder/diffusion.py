@@ -1,11 +1,9 @@
-"""The diffusion process around ``DecoderNet``: the training loss and the samplers.
+"""The diffusion process around ``DecoderNet``: the noise schedule, the noise prior and the training loss.
 
-- ``Denoiser`` owns the loss: v-prediction (as CogVideoX and the paper) under a DDPM noise schedule
-  from diffusers, with 5% condition dropout to the null branch E_a(zeros) so the same network
-  serves classifier-free guidance. ``forward(batch) -> (loss, logs)`` for the generic loop.
-- ``sample`` is a plain function taking a ``torch.Generator``: a few-step DPM-Solver++ (diffusers'
-  ``DPMSolverMultistepScheduler``; ``sampler="ddim"`` for DDIM) with classifier-free guidance, the
-  conditional and unconditional branches batched in one forward, optionally dynamic CFG.
+``Denoiser`` owns the loss: v-prediction (as CogVideoX and the paper) under a DDPM noise schedule
+from diffusers, with 5% condition dropout to the null branch E_a(zeros) so the same network serves
+classifier-free guidance. ``forward(batch) -> (loss, logs)`` for the generic loop. Sampling, with
+its own settings, is ``decoder.sampler``.
 
 The schedule defaults follow CogVideoX (scaled-linear betas 0.00085..0.012, 1000 steps,
 zero-terminal-SNR rescaling, "trailing" spacing) because zero terminal SNR + v-prediction +
@@ -14,18 +12,23 @@ trailing timesteps is what makes few-step sampling start from pure noise correct
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import torch
 import torch.nn.functional as F
-from diffusers import DDIMScheduler, DDPMScheduler, DPMSolverMultistepScheduler
+from diffusers import DDPMScheduler
 from torch import nn
 
 from animegamer.decoder.network import DecoderNet
 
-SAMPLERS = ("dpmpp", "ddim")
-MAX_MOTION_SCALE = 4.0  # sampling_motion_scale_by_level: beyond this a shot is noise, not motion
+
+def level_fractions(values: Any, name: str) -> list[float]:
+    """Five shared-noise fractions in [0, 1), one per motion level 1..5 (a noise prior)."""
+    out = [float(r) for r in values]
+    if len(out) != 5 or not all(0.0 <= r < 1.0 for r in out):
+        raise ValueError(f"{name} must be 5 values in [0, 1) (levels 1..5), got {out}")
+    return out
 
 
 @dataclass
@@ -39,18 +42,6 @@ class DiffusionConfig:
     # the autoencoder's latents are normalised to ~unit variance before diffusion: x = (z - shift) * scale
     latent_shift: float = 0.0
     latent_scale: float = 1.0
-    # sampling defaults (a measured speed / quality trade-off; see evaluation/bench/decoder.py)
-    steps: int = 6
-    guidance: float = 3.0
-    # CFG scale for the part of the guidance direction that differs between a shot's video frames
-    # (its motion), apart from the part all frames share (the picture): None = ``guidance`` for both,
-    # plain CFG. Guidance that sharpens the picture also amplifies frame-to-frame differences, which
-    # the flow reads as motion; 1 leaves the motion to the conditional model alone while the picture
-    # is still guided (see ``guided_velocity``).
-    motion_guidance: float | None = None
-    dynamic_cfg: bool = False
-    sampler: str = "dpmpp"
-    autocast: bool = False  # bf16 autocast while sampling (CPU AMX / GPU); fp32 when False
     # Mixed noise prior (PYoCo, Ge et al. 2023): this fraction of the noise variance is ONE draw shared
     # by every frame of a shot, the rest independent per frame, in training and sampling alike. The
     # motion level is measured by optical flow, which reads independent per-frame errors as motion.
@@ -60,19 +51,6 @@ class DiffusionConfig:
     # and wild shots' are not, so the prior's frame correlation follows the level the shot is drawn
     # for, in training and sampling alike. None = shared_noise for every level.
     shared_noise_by_level: list[float] | None = None
-    # The same fractions for SAMPLING only (training keeps shared_noise_by_level): a calibration chosen
-    # per level on held-out shots so that the flow of the decoded pixels reads the level asked for
-    # (`animegamer calibrate-levels`, evaluation/level_calibration.py). Each level's fraction acts only
-    # on shots drawn for that level. None = sample from the training prior.
-    sampling_shared_noise_by_level: list[float] | None = None
-    # SAMPLING only, per motion level 1..5: the sampled latents' frame-to-frame part (each video frame
-    # minus the shot's mean frame, ``frame_mean``) is scaled by this before the autoencoder. The
-    # network flickers at every level (docs/results/frame_diff.md): its level-1 shots have a mean
-    # flow of 0.12-0.13 whatever the noise prior, over twice level 1's bound (0.054), so the flow
-    # reads level 2 (docs/results/motion_scale.md). A scale < 1 for level 1 damps that flicker toward
-    # the shot's mean picture; chosen on held-out shots like the fractions (`calibrate-levels sweep
-    # --knob motion-scale`). None = 1 everywhere.
-    sampling_motion_scale_by_level: list[float] | None = None
     # how many video frames each latent frame packs in its channels (the kl2d autoencoder's temporal
     # ratio; 1 for an autoencoder that compresses time itself): the shared draw is per video frame
     noise_frame_groups: int = 1
@@ -90,33 +68,14 @@ class DiffusionConfig:
             raise ValueError(f"DiffusionConfig.cond_dropout must be in [0, 1), got {self.cond_dropout}")
         if self.latent_scale <= 0:
             raise ValueError(f"DiffusionConfig.latent_scale must be > 0, got {self.latent_scale}")
-        if self.steps < 1:
-            raise ValueError(f"DiffusionConfig.steps must be >= 1, got {self.steps}")
-        if self.guidance < 0:
-            raise ValueError(f"DiffusionConfig.guidance must be >= 0, got {self.guidance}")
-        if self.motion_guidance is not None and self.motion_guidance < 0:
-            raise ValueError(f"DiffusionConfig.motion_guidance must be >= 0 or None, got {self.motion_guidance}")
         if not 0.0 <= self.shared_noise < 1.0:
             raise ValueError(f"DiffusionConfig.shared_noise must be in [0, 1), got {self.shared_noise}")
-        for name in ("shared_noise_by_level", "sampling_shared_noise_by_level"):
-            value = getattr(self, name)
-            if value is not None:
-                value = [float(r) for r in value]
-                if len(value) != 5 or not all(0.0 <= r < 1.0 for r in value):
-                    raise ValueError(f"DiffusionConfig.{name} must be 5 values in [0, 1) (levels 1..5), got {value}")
-                setattr(self, name, value)
-        if self.sampling_motion_scale_by_level is not None:
-            value = [float(r) for r in self.sampling_motion_scale_by_level]
-            if len(value) != 5 or not all(0.0 <= r <= MAX_MOTION_SCALE for r in value):
-                raise ValueError("DiffusionConfig.sampling_motion_scale_by_level must be 5 values in "
-                                 f"[0, {MAX_MOTION_SCALE:g}] (levels 1..5), got {value}")
-            self.sampling_motion_scale_by_level = value
+        if self.shared_noise_by_level is not None:
+            self.shared_noise_by_level = level_fractions(self.shared_noise_by_level, "DiffusionConfig.shared_noise_by_level")
         if self.frame_diff_loss < 0:
             raise ValueError(f"DiffusionConfig.frame_diff_loss must be >= 0, got {self.frame_diff_loss}")
         if self.noise_frame_groups < 1:
             raise ValueError(f"DiffusionConfig.noise_frame_groups must be >= 1, got {self.noise_frame_groups}")
-        if self.sampler not in SAMPLERS:
-            raise ValueError(f"DiffusionConfig.sampler must be one of {SAMPLERS}, got {self.sampler!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -127,13 +86,6 @@ class DiffusionConfig:
         if unknown:
             raise ValueError(f"DiffusionConfig got unknown fields {sorted(unknown)}")
         return cls(**d)
-
-    def sampling_prior(self) -> "DiffusionConfig":
-        """The config whose noise prior ``sample`` draws from: this one, with the sampling fractions
-        in place of the training ones when they are set."""
-        if self.sampling_shared_noise_by_level is None:
-            return self
-        return replace(self, shared_noise_by_level=self.sampling_shared_noise_by_level)
 
     def schedule_kwargs(self) -> dict[str, Any]:
         return dict(
@@ -173,30 +125,6 @@ def collate_decoder(items: list[dict[str, torch.Tensor]]) -> DecoderBatch:
         motion_level=torch.stack([torch.as_tensor(it["motion_level"]).long() for it in items]),
         s_a=torch.stack([it["s_a"] for it in items]) if "s_a" in items[0] else None,
     )
-
-
-def _parse_per_level(text: str, option: str, field: str, allowed: str) -> list[float]:
-    """"V1,...,V5" -> five per-level values for DiffusionConfig ``field``, checked by its rule. Raises
-    ValueError naming ``option`` (a CLI flag) and the ``allowed`` range when the text is not that."""
-    try:
-        values = [float(x) for x in text.split(",")]
-    except ValueError:
-        raise ValueError(f"{option} takes 5 comma-separated numbers in {allowed}, got {text!r}") from None
-    try:
-        DiffusionConfig(**{field: values})
-    except ValueError as e:
-        raise ValueError(f"{option}: {e}") from None
-    return values
-
-
-def parse_motion_scales(text: str, option: str) -> list[float]:
-    """"S1,S2,S3,S4,S5" -> five per-level motion scales (``sampling_motion_scale_by_level``)."""
-    return _parse_per_level(text, option, "sampling_motion_scale_by_level", f"[0, {MAX_MOTION_SCALE:g}]")
-
-
-def parse_level_fractions(text: str, option: str) -> list[float]:
-    """"R1,R2,R3,R4,R5" -> five shared-noise fractions (levels 1..5), checked by DiffusionConfig's rule."""
-    return _parse_per_level(text, option, "shared_noise_by_level", "[0, 1)")
 
 
 def draw_noise(shape: tuple[int, ...], config: DiffusionConfig, generator: torch.Generator | None = None,
@@ -254,19 +182,6 @@ def frame_mean(x: torch.Tensor, frame_groups: int = 1) -> torch.Tensor:
     from frame to frame."""
     frames = video_frames(x, frame_groups)
     return frames.mean(1, keepdim=True).expand_as(frames).reshape(x.shape)
-
-
-def guided_velocity(v_c: torch.Tensor, v_u: torch.Tensor, guidance: float, motion_guidance: float | None,
-                    frame_groups: int = 1) -> torch.Tensor:
-    """Classifier-free guidance of predictions (B, F, C', h, w): v_u + guidance * (v_c - v_u) when
-    ``motion_guidance`` is None. Otherwise the guidance direction is split into its mean over video
-    frames, scaled by ``guidance``, and its frame-to-frame remainder, scaled by ``motion_guidance``
-    (with 1 that remainder is exactly the conditional prediction's own)."""
-    d = v_c - v_u
-    if motion_guidance is None:
-        return v_u + guidance * d
-    shared = frame_mean(d, frame_groups)
-    return v_u + guidance * shared + motion_guidance * (d - shared)
 
 
 def v_target(x0: torch.Tensor, noise: torch.Tensor, alphas_cumprod_t: torch.Tensor) -> torch.Tensor:
@@ -330,98 +245,3 @@ class Denoiser(nn.Module):
         return loss, logs
 
 
-def make_scheduler(config: DiffusionConfig, sampler: str | None = None):
-    sampler = sampler or config.sampler
-    kw = config.schedule_kwargs()
-    if sampler == "dpmpp":
-        return DPMSolverMultistepScheduler(
-            **kw, algorithm_type="dpmsolver++", solver_order=2, timestep_spacing="trailing",
-            final_sigmas_type="zero", lower_order_final=True,
-        )
-    if sampler == "ddim":
-        return DDIMScheduler(**kw, timestep_spacing="trailing", clip_sample=False, set_alpha_to_one=True)
-    raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
-
-
-def guidance_at(step: int, num_steps: int, guidance: float, dynamic: bool) -> float:
-    """CFG weight at sampler step ``step`` (0 = noisiest).
-
-    Dynamic CFG as CogVideoX: a cosine ramp (1 - cos(pi * p^5)) / 2 in the progress p, starting at
-    1 (no guidance, where structure forms from noise) and reaching ``guidance`` at the last step.
-    (diffusers' CogVideoX pipeline feeds the raw timestep into p; we use the step fraction.)
-    """
-    if not dynamic or num_steps <= 1:
-        return guidance
-    p = step / (num_steps - 1)
-    return 1.0 + (guidance - 1.0) * (1 - math.cos(math.pi * p**5.0)) / 2
-
-
-@torch.no_grad()
-def sample(
-    net: DecoderNet,
-    s_a: torch.Tensor,
-    motion_level: torch.Tensor | None,
-    generator: torch.Generator | None,
-    config: DiffusionConfig,
-    steps: int | None = None,
-    guidance: float | None = None,
-    dynamic_cfg: bool | None = None,
-    sampler: str | None = None,
-    autocast: bool = False,
-    motion_guidance: float | None = None,
-) -> torch.Tensor:
-    """Draw latents for s_a (B, N, D): returns RAW autoencoder latents (B, F, C', h, w).
-
-    ``motion_guidance`` (default: the config's) scales the frame-to-frame part of the guidance
-    apart from ``guidance`` (``guided_velocity``). Both <= 1 skip the unconditional branch (one
-    forward per step instead of a batch of 2).
-    The initial noise is drawn on the CPU from ``generator`` so results match across devices.
-    """
-    steps = steps or config.steps
-    guidance = config.guidance if guidance is None else guidance
-    dynamic_cfg = config.dynamic_cfg if dynamic_cfg is None else dynamic_cfg
-    motion_guidance = config.motion_guidance if motion_guidance is None else motion_guidance
-    device = s_a.device
-    b = s_a.shape[0]
-    sched = make_scheduler(config, sampler)
-    sched.set_timesteps(steps)
-    if motion_level is not None:
-        motion_level = torch.as_tensor(motion_level, device=device).reshape(-1).expand(b)  # (B,)
-    elif config.shared_noise_by_level is not None and net.config.use_motion_level:
-        # its noise prior is per level: without one the shot would come from a prior it never saw
-        raise ValueError("this decoder draws its noise per motion level (shared_noise_by_level): pass a motion level")
-    x = draw_noise((b, *net.config.latent_shape), config.sampling_prior(), generator,
-                   motion_level=motion_level if net.config.use_motion_level else None)
-    x = (x * sched.init_noise_sigma).to(device)  # (B, F, C', h, w)
-    use_cfg = guidance > 1.0 or dynamic_cfg or (motion_guidance is not None and motion_guidance > 1.0)
-    cond = s_a
-    # The motion level enters BOTH branches (it is part of the timestep embedding, not of s_a):
-    # guidance extrapolates s_a only, the null branch is E_a(zeros) as in the paper.
-    if use_cfg:
-        cond = torch.cat([s_a, net.action_encoder.null(b).to(s_a)])  # (2B, N, D)
-        if motion_level is not None:
-            motion_level = torch.cat([motion_level, motion_level])  # (2B,)
-    for i, t in enumerate(sched.timesteps):
-        x_in = sched.scale_model_input(x, t)  # (B, F, C', h, w)
-        if use_cfg:
-            x_in = torch.cat([x_in, x_in])  # (2B, F, C', h, w)
-        ts = t.reshape(1).expand(x_in.shape[0]).to(device)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
-            v = net(x_in, ts, cond, motion_level).float()  # (B or 2B, F, C', h, w)
-        if use_cfg:
-            v_c, v_u = v.chunk(2)
-            w = guidance_at(i, steps, guidance, dynamic_cfg)
-            v = guided_velocity(v_c, v_u, w, motion_guidance, config.noise_frame_groups)  # (B, F, C', h, w)
-        x = sched.step(v, t, x).prev_sample
-    if config.sampling_motion_scale_by_level is not None and motion_level is not None:
-        scale = torch.tensor(config.sampling_motion_scale_by_level, device=device)[motion_level[:b] - 1]  # (B,)
-        x = scale_motion(x, scale, config.noise_frame_groups)
-    return x / config.latent_scale + config.latent_shift  # (B, F, C', h, w)
-
-
-def scale_motion(x: torch.Tensor, scale: torch.Tensor, frame_groups: int = 1) -> torch.Tensor:
-    """Latents (B, F, C', h, w) with their frame-to-frame part (``x - frame_mean(x)``) scaled by
-    ``scale`` (B,) per shot: 1 keeps ``x`` exactly, 0 gives every video frame the shot's mean frame."""
-    mean = frame_mean(x, frame_groups)
-    scale = scale.to(x).reshape(-1, 1, 1, 1, 1)  # (B, 1, 1, 1, 1)
-    return torch.where(scale == 1, x, mean + scale * (x - mean))

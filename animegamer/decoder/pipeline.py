@@ -4,17 +4,20 @@
     frames = decoder(s_a, motion_level=3, generator=torch.Generator().manual_seed(0))  # (T, H, W, 3)
     save_mp4(frames, "shot.mp4", fps=8)
 
-It bundles the trained network (E_a + CogVideoX transformer), the diffusion config (schedule,
-sampler defaults) and the shot autoencoder. On disk (format version 1), one directory:
-    shot_decoder.json              format, decoder config, diffusion config, autoencoder class
+It bundles the trained network (E_a + CogVideoX transformer), the diffusion config (noise schedule,
+training prior), the sampler's settings and the shot autoencoder. On disk (format version 2), one
+directory:
+    shot_decoder.json              format, decoder, diffusion and sampler configs, autoencoder class
     shot_decoder.safetensors       DecoderNet weights (E_a included: its zero-input output is the
                                    CFG null branch)
     autoencoder/                   the autoencoder's own save_pretrained directory
-written under a temporary name and renamed in one step.
+written under a temporary name and renamed in one step. Version 1 (sampler settings inside the
+diffusion config) still loads.
 """
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +26,6 @@ import torch
 from torch import nn
 
 from animegamer.core.checkpoint import (
-    FORMAT_VERSION,
     atomic_dir,
     load_json,
     load_safetensors,
@@ -32,10 +34,12 @@ from animegamer.core.checkpoint import (
     state_dict_to_dtype,
 )
 from animegamer.core.runs import DECODER_CONFIG, DECODER_WEIGHTS
-from animegamer.decoder.diffusion import DiffusionConfig, sample
+from animegamer.decoder.diffusion import DiffusionConfig
 from animegamer.decoder.network import DecoderConfig, DecoderNet
+from animegamer.decoder.sampler import SamplerConfig, sample
 
 FORMAT = "animegamer-shot-decoder"
+FORMAT_VERSION = 2
 CONFIG_NAME = DECODER_CONFIG
 WEIGHTS_NAME = DECODER_WEIGHTS
 AUTOENCODER_DIR = "autoencoder"
@@ -53,11 +57,13 @@ def frames_from_uint8(frames: np.ndarray) -> torch.Tensor:
 
 
 class ShotDecoder(nn.Module):
-    def __init__(self, net: DecoderNet, autoencoder: nn.Module, diffusion: DiffusionConfig | None = None) -> None:
+    def __init__(self, net: DecoderNet, autoencoder: nn.Module, diffusion: DiffusionConfig | None = None,
+                 sampler: SamplerConfig | None = None) -> None:
         super().__init__()
         self.net = net
         self.autoencoder = autoencoder
         self.diffusion = diffusion or DiffusionConfig()
+        self.sampler = sampler or SamplerConfig()
         self.eval()
 
     @property
@@ -90,21 +96,20 @@ class ShotDecoder(nn.Module):
         generator: torch.Generator | None = None,
         steps: int | None = None,
         guidance: float | None = None,
-        dynamic_cfg: bool | None = None,
         autocast: bool | None = None,
     ) -> torch.Tensor:
-        """s_a (B, N, D) -> latents (B, F, C', h, w) in the autoencoder's (scaled) space."""
+        """s_a (B, N, D) -> latents (B, F, C', h, w) in the autoencoder's (scaled) space.
+        ``steps`` / ``guidance`` / ``autocast`` override the sampler's settings for this call."""
         s_a = s_a.to(self.device, torch.float32)
-        autocast = self.diffusion.autocast if autocast is None else autocast
-        return sample(
-            self.net, s_a, self._motion(motion_level, s_a.shape[0]), generator, self.diffusion,
-            steps=steps, guidance=guidance, dynamic_cfg=dynamic_cfg, autocast=autocast,
-        )
+        overrides = {k: v for k, v in (("steps", steps), ("guidance", guidance), ("autocast", autocast))
+                     if v is not None}
+        sampler = replace(self.sampler, **overrides) if overrides else self.sampler
+        return sample(self.net, s_a, self._motion(motion_level, s_a.shape[0]), generator, self.diffusion, sampler)
 
     @torch.no_grad()
     def decode_latents(self, latents: torch.Tensor, autocast: bool | None = None) -> torch.Tensor:
         """latents (B, F, C', h, w) -> frames (B, T, 3, H, W) float in [-1, 1]."""
-        autocast = self.diffusion.autocast if autocast is None else autocast
+        autocast = self.sampler.autocast if autocast is None else autocast
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=autocast):
             frames = self.autoencoder.decode(latents)
         return frames.float().clamp(-1, 1)
@@ -117,18 +122,17 @@ class ShotDecoder(nn.Module):
         generator: torch.Generator | None = None,
         steps: int | None = None,
         guidance: float | None = None,
-        dynamic_cfg: bool | None = None,
         autocast: bool | None = None,
     ) -> np.ndarray:
         """s_a (N, D) -> uint8 (T, H, W, 3); s_a (B, N, D) -> uint8 (B, T, H, W, 3).
 
         ``generator`` seeds the initial noise (the only randomness): same seed, same shot.
-        ``steps`` / ``guidance`` default to the diffusion config's measured trade-off.
+        ``steps`` / ``guidance`` default to the sampler's settings (a measured trade-off).
         """
         single = s_a.dim() == 2
         if single:
             s_a = s_a.unsqueeze(0)  # (1, N, D)
-        latents = self.sample_latents(s_a, motion_level, generator, steps, guidance, dynamic_cfg, autocast)
+        latents = self.sample_latents(s_a, motion_level, generator, steps, guidance, autocast)
         frames = frames_to_uint8(self.decode_latents(latents, autocast))  # (B, T, H, W, 3)
         return frames[0] if single else frames
 
@@ -144,6 +148,7 @@ class ShotDecoder(nn.Module):
             "format_version": FORMAT_VERSION,
             "decoder": cfg,
             "diffusion": self.diffusion.to_dict(),
+            "sampler": self.sampler.to_dict(),
             "autoencoder_class": f"{type(ae).__module__}:{type(ae).__qualname__}",
         }
         with atomic_dir(directory) as tmp:
@@ -156,9 +161,11 @@ class ShotDecoder(nn.Module):
     def from_pretrained(cls, directory: str | Path, device: str | torch.device = "cpu") -> "ShotDecoder":
         directory = Path(directory)
         meta = load_json(directory / CONFIG_NAME)
-        if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"{directory}: expected {FORMAT} v{FORMAT_VERSION}, found "
+        if meta.get("format") != FORMAT or meta.get("format_version") not in (1, FORMAT_VERSION):
+            raise ValueError(f"{directory}: expected {FORMAT} v1 or v{FORMAT_VERSION}, found "
                              f"{meta.get('format')} v{meta.get('format_version')}")
+        if meta["format_version"] == 1:
+            meta = upgrade_v1(meta, directory)
         net = DecoderNet(DecoderConfig.from_dict(meta["decoder"]))
         sd = {k: v.float() if v.is_floating_point() else v
               for k, v in load_safetensors(directory / WEIGHTS_NAME).items()}
@@ -166,4 +173,22 @@ class ShotDecoder(nn.Module):
         module, _, name = meta["autoencoder_class"].partition(":")
         ae_cls = getattr(importlib.import_module(module), name)
         ae = ae_cls.from_pretrained(directory / AUTOENCODER_DIR).float()
-        return cls(net, ae, DiffusionConfig.from_dict(meta["diffusion"])).to(device)
+        return cls(net, ae, DiffusionConfig.from_dict(meta["diffusion"]), SamplerConfig.from_dict(meta["sampler"])).to(device)
+
+
+# version 1 kept the sampler's settings in the diffusion config, under these names
+_V1_SAMPLER = {"steps": "steps", "guidance": "guidance", "motion_guidance": "motion_guidance", "autocast": "autocast",
+               "sampling_shared_noise_by_level": "shared_noise_by_level",
+               "sampling_motion_scale_by_level": "motion_scale_by_level"}
+
+
+def upgrade_v1(meta: dict[str, Any], where: str | Path = "shot_decoder.json") -> dict[str, Any]:
+    """A version-1 shot_decoder.json read as version 2: the sampler's settings move out of the
+    diffusion config. Two sampler options v1 had are gone; a decoder that used them is refused."""
+    diffusion = dict(meta["diffusion"])
+    if diffusion.pop("dynamic_cfg", False):
+        raise ValueError(f"{where}: samples with dynamic CFG, which this version no longer has")
+    if diffusion.pop("sampler", "dpmpp") != "dpmpp":
+        raise ValueError(f"{where}: samples with DDIM, which this version no longer has (DPM-Solver++ only)")
+    sampler = {new: diffusion.pop(old) for old, new in _V1_SAMPLER.items() if old in diffusion}
+    return {**meta, "format_version": FORMAT_VERSION, "diffusion": diffusion, "sampler": sampler}

@@ -22,8 +22,8 @@ def bench_decode(
 ) -> dict[str, float]:
     """Median seconds per shot (batch 1) for sampling, autoencoder decode and total; peak RSS (MB)."""
     cfg = decoder.config
-    steps = steps or decoder.diffusion.steps
-    guidance = decoder.diffusion.guidance if guidance is None else guidance
+    steps = steps or decoder.sampler.steps
+    guidance = decoder.sampler.guidance if guidance is None else guidance
     g = torch.Generator().manual_seed(seed)
     s_a = torch.randn(1, cfg.n_tokens, cfg.d_cond, generator=g)
     t_sample, t_decode, t_total = [], [], []
@@ -40,7 +40,7 @@ def bench_decode(
     return {
         "steps": steps,
         "guidance": guidance,
-        "autocast_bf16": bool(decoder.diffusion.autocast if autocast is None else autocast),
+        "autocast_bf16": bool(decoder.sampler.autocast if autocast is None else autocast),
         "threads": torch.get_num_threads(),
         "sample_s": statistics.median(t_sample),
         "decode_s": statistics.median(t_decode),

@@ -39,8 +39,8 @@ from tqdm.auto import tqdm
 
 from animegamer.core.checkpoint import save_json_atomic
 from animegamer.core.runs import resolve_decoder
-from animegamer.decoder.diffusion import parse_level_fractions, parse_motion_scales
 from animegamer.decoder.pipeline import ShotDecoder, frames_from_uint8, frames_to_uint8
+from animegamer.decoder.sampler import parse_level_fractions, parse_motion_scales
 from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR, Evaluator, probes
 from animegamer.evaluation.metrics import align_clips, finite_mean, motion_level_from_pixels, pixel_scores
 from animegamer.models.autoencoder import unpack_time
@@ -110,8 +110,8 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
                 if p.attribute in ("character", "place"):
                     out[p.attribute].append(float(evaluator.answer(shot, p) == p.answer))
                     by_level[level][p.attribute].append(out[p.attribute][-1])
-    return {"shots": n, "steps": steps or decoder.diffusion.steps,
-            "guidance": guidance if guidance is not None else decoder.diffusion.guidance,
+    return {"shots": n, "steps": steps or decoder.sampler.steps,
+            "guidance": guidance if guidance is not None else decoder.sampler.guidance,
             "decoded_level_counts": decoded_levels, "level_confusion": confusion,
             **{k: (float(np.mean(v)) if v else None) for k, v in out.items()},
             "latent_motion_by_level": {str(lv): {k: (float(np.mean(v)) if v else None) for k, v in m.items()}
@@ -227,10 +227,10 @@ def run(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     decoder = ShotDecoder.from_pretrained(resolve_decoder(args.decoder))
-    overrides = {k: v for k, v in (("sampling_shared_noise_by_level", fractions),
-                                   ("sampling_motion_scale_by_level", scales),
+    overrides = {k: v for k, v in (("shared_noise_by_level", fractions),
+                                   ("motion_scale_by_level", scales),
                                    ("motion_guidance", args.motion_guidance)) if v is not None}
-    decoder.diffusion = dataclasses.replace(decoder.diffusion, **overrides)
+    decoder.sampler = dataclasses.replace(decoder.sampler, **overrides)
     cache = CachedShots(args.cache or find_cache_dir(Path(args.decoder), "val"))
     shots = ShotDataset(args.data, cache.meta["split"])
     by_shot = {r["shot"]: i for i, r in enumerate(shots.rows)}
@@ -248,9 +248,9 @@ def run(args: argparse.Namespace) -> int:
     if args.sheet:
         report["sheet"] = str(decoded_sheet(report.pop("_shots"), frames_of, args.sheet))
     report.update({"decoder": str(args.decoder), "evaluator": str(ev_path) if ev_path else None,
-                   "sampling_shared_noise_by_level": decoder.diffusion.sampling_shared_noise_by_level,
-                   "sampling_motion_scale_by_level": decoder.diffusion.sampling_motion_scale_by_level,
-                   "motion_guidance": decoder.diffusion.motion_guidance})
+                   "sampling_shared_noise_by_level": decoder.sampler.shared_noise_by_level,
+                   "sampling_motion_scale_by_level": decoder.sampler.motion_scale_by_level,
+                   "motion_guidance": decoder.sampler.motion_guidance})
     print(json.dumps(report, indent=1))
     if args.out:
         save_json_atomic(report, args.out)

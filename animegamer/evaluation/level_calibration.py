@@ -27,7 +27,7 @@ suit the game: predicted s_a are smoother, and under guidance their shots move d
 ``--motion-guidance`` calibrates under that sampler setting (``DiffusionConfig.motion_guidance``).
 
 ``--knob motion-scale``: the grid holds per-level scales of the sampled latents' frame-to-frame part
-(``DiffusionConfig.sampling_motion_scale_by_level``) instead, the noise prior kept as the decoder
+(``SamplerConfig.motion_scale_by_level``) instead, the noise prior kept as the decoder
 has it; ``pack_argument`` is then the value for ``model pack --sample-motion-scale``. No noise prior
 makes the network's level-1 shots calm (docs/results/motion_guidance.md); this damps their flicker.
 """
@@ -45,8 +45,8 @@ from tqdm.auto import tqdm
 
 from animegamer.core.atomic_io import write_json
 from animegamer.core.runs import resolve_decoder, resolve_engine
-from animegamer.decoder.diffusion import MAX_MOTION_SCALE
 from animegamer.decoder.pipeline import ShotDecoder, frames_to_uint8
+from animegamer.decoder.sampler import MAX_MOTION_SCALE
 from animegamer.engine.data import load_sessions
 from animegamer.engine.model import load_engine
 from animegamer.evaluation.metrics import motion_level_from_pixels
@@ -58,7 +58,7 @@ from animegamer.world.flow import MotionQuantizer
 
 # what a sweep can choose per level -> the DiffusionConfig field it sets (ties lean to the training
 # fraction for shared-noise, to 1 = no change for motion-scale)
-KNOBS = {"shared-noise": "sampling_shared_noise_by_level", "motion-scale": "sampling_motion_scale_by_level"}
+KNOBS = {"shared-noise": "shared_noise_by_level", "motion-scale": "motion_scale_by_level"}  # SamplerConfig fields
 
 
 def parse_grid(text: str, knob: str = "shared-noise") -> dict[int, list[float]]:
@@ -111,14 +111,14 @@ def calibrate(decoder, cache, grid: dict[int, list[float]], guidance: float | No
     fractions (the others kept) and read its level from the pixels; see the module doc. ``predicted``
     (cache row -> the engine's s_a (N, D) for that shot) decodes those instead of the true s_a, and
     only the shots it covers. ``knob`` "motion-scale" sweeps the per-level motion scale
-    (``DiffusionConfig.sampling_motion_scale_by_level``) instead, with the decoder's noise prior kept."""
+    (``SamplerConfig.motion_scale_by_level``) instead, with the decoder's noise prior kept."""
 
-    trained = decoder.diffusion
+    trained, training_prior = decoder.sampler, decoder.diffusion.shared_noise_by_level
     field = KNOBS[knob]
     if not decoder.config.use_motion_level:
         raise SystemExit("calibrate-levels: this decoder takes no motion level")
     if knob == "shared-noise":
-        base = list(trained.shared_noise_by_level or [])
+        base = list(training_prior or [])
         if len(base) != 5:
             raise SystemExit("calibrate-levels: not a level-matched decoder (train it with --shared-noise-by-level)")
     else:
@@ -133,7 +133,7 @@ def calibrate(decoder, cache, grid: dict[int, list[float]], guidance: float | No
         for i, r in tqdm(todo, desc="calibrate levels", disable=not progress, dynamic_ncols=True):
             item, k = cache[i], levels[i]
             # the game's own sampling path, with level k's fraction replaced
-            decoder.diffusion = dataclasses.replace(
+            decoder.sampler = dataclasses.replace(
                 trained, **{field: [r if j == k - 1 else x for j, x in enumerate(start)]})
             with torch.no_grad():
                 s_a = (decoder.net.action_encoder(item["f_md"][None], item["f_v"][None]) if predicted is None
@@ -142,7 +142,7 @@ def calibrate(decoder, cache, grid: dict[int, list[float]], guidance: float | No
             measured, flow = motion_level_from_pixels(frames_to_uint8(decoder.decode_latents(lat))[0], quant)
             rows.append({"shot": i, "level": k, "r": r, "measured": measured, "flow": flow})
     finally:
-        decoder.diffusion = trained
+        decoder.sampler = trained
     per_level: dict[str, Any] = {}
     chosen = list(start)
     for k, rs in sorted(grid.items()):
@@ -161,9 +161,9 @@ def calibrate(decoder, cache, grid: dict[int, list[float]], guidance: float | No
     best_acc = [max(per_level[str(k)].get("accuracy", {"-": 0.0}).values()) for k in sorted(grid)]
     return {"knob": knob, "shots": sum(k > 0 for k in levels), "s_a": "true" if predicted is None else "predicted",
             "guidance": guidance if guidance is not None else trained.guidance, "motion_guidance": trained.motion_guidance,
-            "sampling_shared_noise_by_level": trained.sampling_shared_noise_by_level,
-            "sampling_motion_scale_by_level": trained.sampling_motion_scale_by_level,
-            "thresholds": list(quant.thresholds), "training_fractions": trained.shared_noise_by_level, "per_level": per_level,
+            "sampling_shared_noise_by_level": trained.shared_noise_by_level,
+            "sampling_motion_scale_by_level": trained.motion_scale_by_level,
+            "thresholds": list(quant.thresholds), "training_fractions": training_prior, "per_level": per_level,
             "chosen": chosen, "pack_argument": ",".join(f"{r:g}" for r in chosen),
             "accuracy_at_chosen": float(np.average(best_acc, weights=weights)) if sum(weights) else None,
             "rows": rows}
@@ -198,7 +198,7 @@ def run_sweep(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     decoder = ShotDecoder.from_pretrained(resolve_decoder(args.decoder))
     if args.motion_guidance is not None:  # calibrate the levels under the sampler they will be played with
-        decoder.diffusion = dataclasses.replace(decoder.diffusion, motion_guidance=args.motion_guidance)
+        decoder.sampler = dataclasses.replace(decoder.sampler, motion_guidance=args.motion_guidance)
     cache = ensure_cache(Path(args.template_cache), Path(args.data), args.split, args.n, Path(args.cache))
     predicted = None
     if args.engine:

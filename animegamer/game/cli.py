@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from animegamer.decoder.diffusion import parse_level_fractions, parse_motion_scales
+from animegamer.decoder.sampler import parse_level_fractions, parse_motion_scales
 from animegamer.game.pack import model_bytes, pack_model
 from animegamer.game.session import Game
 from animegamer.game.store import SessionStore, StoreError, export_session

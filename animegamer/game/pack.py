@@ -40,10 +40,10 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
 
     ``guidance`` / ``sample_steps`` replace the sampler settings stored with the decoder (a measured
     quality / speed trade-off, e.g. ``eval-decoder --guidance``); ``sampling_shared_noise`` is the
-    per-level noise prior to sample from (a calibration, ``DiffusionConfig.sampling_shared_noise_by_level``);
+    per-level noise prior to sample from (a calibration, ``SamplerConfig.shared_noise_by_level``);
     ``motion_guidance`` the CFG scale of the frame-to-frame part of the guidance;
     ``sampling_motion_scale`` the per-level scale of the sampled latents' frame-to-frame part
-    (``DiffusionConfig.sampling_motion_scale_by_level``). model.json records them."""
+    (``SamplerConfig.motion_scale_by_level``). model.json records them."""
 
     engine_dir, decoder_dir = resolve_engine(engine), resolve_decoder(decoder)
     eng = load_engine(engine_dir)
@@ -55,14 +55,14 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
         sampler["motion_guidance"] = motion_guidance
     if sample_steps is not None:
         sampler["steps"] = sample_steps
-    for field, per_level in (("sampling_shared_noise_by_level", sampling_shared_noise),
-                             ("sampling_motion_scale_by_level", sampling_motion_scale)):
+    for field, per_level in (("shared_noise_by_level", sampling_shared_noise),
+                             ("motion_scale_by_level", sampling_motion_scale)):
         if per_level is not None:
             if not dec.config.use_motion_level:
                 raise ValueError(f"{decoder_dir} has no motion level: a per-level {field} would never be used")
             sampler[field] = list(per_level)
     if sampler:  # validated like any stored config: a bad value fails here, before anything is written
-        dec.diffusion = dataclasses.replace(dec.diffusion, **sampler)
+        dec.sampler = dataclasses.replace(dec.sampler, **sampler)
     n_eng, d_eng, n_dec, d_dec = eng.cfg.rep_tokens, eng.cfg.rep_dim, dec.config.n_tokens, dec.config.d_cond
     if (n_eng, d_eng) != (n_dec, d_dec):
         raise ValueError(f"{engine_dir} predicts s_a of {n_eng} x {d_eng} but {decoder_dir} reads {n_dec} x {d_dec}")

@@ -40,42 +40,38 @@ PRESETS: dict[str, dict] = {
 }
 
 
-def _module_class():
+class ActionModule(nn.Module):
+    """forward(ShotBatch) -> (cross-entropy, logs) of VideoMAEForVideoClassification."""
 
-    class ActionModule(nn.Module):
-        """forward(ShotBatch) -> (cross-entropy, logs) of VideoMAEForVideoClassification."""
+    def __init__(self, model) -> None:
+        super().__init__()
+        self.model = model
+        self.label2id = dict(model.config.label2id)
 
-        def __init__(self, model) -> None:
-            super().__init__()
-            self.model = model
-            self.label2id = dict(model.config.label2id)
+    def forward(self, batch):
+        x = pick_frames(batch.frames, self.model.config.num_frames)  # (B, F, 3, H, W)
+        if self.training:
+            flip = torch.rand(x.shape[0], device=x.device) < 0.5
+            x = torch.where(flip[:, None, None, None, None], x.flip(-1), x)
+        y = torch.tensor([self.label2id[v] for v in batch.verb], dtype=torch.long, device=x.device)
+        out = self.model(pixel_values=x, labels=y)
+        acc = (out.logits.argmax(-1) == y).float().mean()
+        return out.loss, {"acc": float(acc)}
 
-        def forward(self, batch):
-            x = pick_frames(batch.frames, self.model.config.num_frames)  # (B, F, 3, H, W)
-            if self.training:
-                flip = torch.rand(x.shape[0], device=x.device) < 0.5
-                x = torch.where(flip[:, None, None, None, None], x.flip(-1), x)
-            y = torch.tensor([self.label2id[v] for v in batch.verb], dtype=torch.long, device=x.device)
-            out = self.model(pixel_values=x, labels=y)
-            acc = (out.logits.argmax(-1) == y).float().mean()
-            return out.loss, {"acc": float(acc)}
+    def trainable_parameters(self):
+        return self.model.parameters()
 
-        def trainable_parameters(self):
-            return self.model.parameters()
+    def export_pretrained(self, directory: Path) -> None:
+        copy.deepcopy(self.model).half().save_pretrained(Path(directory) / ACTION_DIR)
 
-        def export_pretrained(self, directory: Path) -> None:
-            copy.deepcopy(self.model).half().save_pretrained(Path(directory) / ACTION_DIR)
-
-        def config_dict(self) -> dict:
-            return {"action_classifier": self.model.config.to_dict()}
-
-    return ActionModule
+    def config_dict(self) -> dict:
+        return {"action_classifier": self.model.config.to_dict()}
 
 
 def build_module(preset: str, labels: list[str], height: int, width: int):
 
     model = VideoMAEForVideoClassification(classifier_config(PRESETS[preset]["model"], labels, height, width))
-    return _module_class()(model)
+    return ActionModule(model)
 
 
 def world_verbs() -> list[str]:

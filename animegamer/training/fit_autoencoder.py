@@ -49,71 +49,64 @@ def _image_grad(x):
     return dx, dy
 
 
-def _module_classes():
+class VaeModule(nn.Module):
+    """forward(ShotBatch) -> (L1 + KL + edge loss, logs) on random frames of each shot."""
 
-    class VaeModule(nn.Module):
-        """forward(ShotBatch) -> (L1 + KL + edge loss, logs) on random frames of each shot."""
+    def __init__(self, ae: ShotAutoencoder, frames_per_shot: int = 4, kl_weight: float = 1e-6,
+                 edge_weight: float = 0.5, crop: tuple[int, int] | None = None) -> None:
+        super().__init__()
+        self.ae, self.frames_per_shot = ae, frames_per_shot
+        self.kl_weight, self.edge_weight = kl_weight, edge_weight
+        self.crop = tuple(crop) if crop else None
 
-        def __init__(self, ae: ShotAutoencoder, frames_per_shot: int = 4, kl_weight: float = 1e-6,
-                     edge_weight: float = 0.5, crop: tuple[int, int] | None = None) -> None:
-            super().__init__()
-            self.ae, self.frames_per_shot = ae, frames_per_shot
-            self.kl_weight, self.edge_weight = kl_weight, edge_weight
-            self.crop = tuple(crop) if crop else None
+    def random_crops(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, 3, H, W) -> (N, 3, ch, cw), one random window per image. The autoencoder is fully
+        convolutional (+ one mid-block attention), so training on crops costs 1/4 at 48x72 and
+        still decodes whole frames; the cropped-vs-full PSNR gap is measured in metrics.json."""
+        if self.crop is None:
+            return x
+        ch, cw = self.crop
+        n, _, h, w = x.shape
+        if (ch, cw) == (h, w):
+            return x
+        ys = torch.randint(0, h - ch + 1, (n,)).tolist()
+        xs = torch.randint(0, w - cw + 1, (n,)).tolist()
+        return torch.stack([x[i, :, y:y + ch, x0:x0 + cw] for i, (y, x0) in enumerate(zip(ys, xs))])
 
-        def random_crops(self, x: torch.Tensor) -> torch.Tensor:
-            """(N, 3, H, W) -> (N, 3, ch, cw), one random window per image. The autoencoder is fully
-            convolutional (+ one mid-block attention), so training on crops costs 1/4 at 48x72 and
-            still decodes whole frames; the cropped-vs-full PSNR gap is measured in metrics.json."""
-            if self.crop is None:
-                return x
-            ch, cw = self.crop
-            n, _, h, w = x.shape
-            if (ch, cw) == (h, w):
-                return x
-            ys = torch.randint(0, h - ch + 1, (n,)).tolist()
-            xs = torch.randint(0, w - cw + 1, (n,)).tolist()
-            return torch.stack([x[i, :, y:y + ch, x0:x0 + cw] for i, (y, x0) in enumerate(zip(ys, xs))])
+    def forward(self, batch):
+        frames = batch.frames  # (B, T, 3, H, W)
+        b, t = frames.shape[:2]
+        k = min(self.frames_per_shot, t)
+        idx = torch.rand(b, t).argsort(1)[:, :k]  # k distinct frames per shot
+        x = frames[torch.arange(b)[:, None], idx.to(frames.device)].flatten(0, 1)  # (B*k, 3, H, W)
+        x = self.random_crops(x).contiguous(memory_format=torch.channels_last)  # (B*k, 3, ch, cw)
+        post = self.ae.vae.encode(x).latent_dist
+        rec = self.ae.vae.decode(post.sample()).sample.float()  # (B*k, 3, H, W)
+        l1 = (rec - x).abs().mean()
+        mean, logvar = post.mean.float(), post.logvar.float()
+        kl = 0.5 * (mean.pow(2) + logvar.exp() - 1.0 - logvar).mean()
+        (rdx, rdy), (xdx, xdy) = _image_grad(rec), _image_grad(x)
+        edge = ((rdx - xdx).abs().mean() + (rdy - xdy).abs().mean()) / 2
+        loss = l1 + self.kl_weight * kl + self.edge_weight * edge
+        with torch.no_grad():
+            mse = (rec.clamp(-1, 1) - x).pow(2).mean().clamp_min(1e-10)
+            psnr = 10 * torch.log10(4.0 / mse)  # peak-to-peak range 2 in [-1, 1]
+        return loss, {"loss_l1": l1.item(), "loss_kl": kl.item(), "loss_edge": edge.item(),
+                      "psnr": psnr.item()}
 
-        def forward(self, batch):
-            frames = batch.frames  # (B, T, 3, H, W)
-            b, t = frames.shape[:2]
-            k = min(self.frames_per_shot, t)
-            idx = torch.rand(b, t).argsort(1)[:, :k]  # k distinct frames per shot
-            x = frames[torch.arange(b)[:, None], idx.to(frames.device)].flatten(0, 1)  # (B*k, 3, H, W)
-            x = self.random_crops(x).contiguous(memory_format=torch.channels_last)  # (B*k, 3, ch, cw)
-            post = self.ae.vae.encode(x).latent_dist
-            rec = self.ae.vae.decode(post.sample()).sample.float()  # (B*k, 3, H, W)
-            l1 = (rec - x).abs().mean()
-            mean, logvar = post.mean.float(), post.logvar.float()
-            kl = 0.5 * (mean.pow(2) + logvar.exp() - 1.0 - logvar).mean()
-            (rdx, rdy), (xdx, xdy) = _image_grad(rec), _image_grad(x)
-            edge = ((rdx - xdx).abs().mean() + (rdy - xdy).abs().mean()) / 2
-            loss = l1 + self.kl_weight * kl + self.edge_weight * edge
-            with torch.no_grad():
-                mse = (rec.clamp(-1, 1) - x).pow(2).mean().clamp_min(1e-10)
-                psnr = 10 * torch.log10(4.0 / mse)  # peak-to-peak range 2 in [-1, 1]
-            return loss, {"loss_l1": l1.item(), "loss_kl": kl.item(), "loss_edge": edge.item(),
-                          "psnr": psnr.item()}
+    def export_pretrained(self, directory: Path) -> None:
+        # scale/shift are not calibrated yet here; run() rewrites this after calibration
+        self.ae.save_pretrained(Path(directory) / "autoencoder")
 
-        def export_pretrained(self, directory: Path) -> None:
-            # scale/shift are not calibrated yet here; run() rewrites this after calibration
-            self.ae.save_pretrained(Path(directory) / "autoencoder")
-
-        def config_dict(self) -> dict:
-            return {"autoencoder": self.ae.cfg.to_dict(), "frames_per_shot": self.frames_per_shot,
-                    "kl_weight": self.kl_weight, "edge_weight": self.edge_weight, "crop": self.crop}
-
-    def build(preset: str) -> VaeModule:
-        p = PRESETS[preset]
-        return VaeModule(ShotAutoencoder(autoencoder_config(p["autoencoder"])), p["frames_per_shot"],
-                         p["kl_weight"], p["edge_weight"], p["crop"])
-
-    return VaeModule, build
+    def config_dict(self) -> dict:
+        return {"autoencoder": self.ae.cfg.to_dict(), "frames_per_shot": self.frames_per_shot,
+                "kl_weight": self.kl_weight, "edge_weight": self.edge_weight, "crop": self.crop}
 
 
-def build_module(preset: str):
-    return _module_classes()[1](preset)
+def build_module(preset: str) -> VaeModule:
+    p = PRESETS[preset]
+    return VaeModule(ShotAutoencoder(autoencoder_config(p["autoencoder"])), p["frames_per_shot"],
+                     p["kl_weight"], p["edge_weight"], p["crop"])
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -42,50 +42,43 @@ PRESETS: dict[str, dict] = {
 }
 
 
-def _module_classes():
+class ClipModule(nn.Module):
+    """forward(ShotBatch) -> (contrastive loss, logs). Trainable: the tower (incl. text_proj, temperature)."""
 
-    class ClipModule(nn.Module):
-        """forward(ShotBatch) -> (contrastive loss, logs). Trainable: the tower (incl. text_proj, temperature)."""
+    def __init__(self, tower: VisionTower, text: TextEncoder, random_frame_prob: float = 0.25) -> None:
+        super().__init__()
+        self.tower, self.text, self.random_frame_prob = tower, text, random_frame_prob
 
-        def __init__(self, tower: VisionTower, text: TextEncoder, random_frame_prob: float = 0.25) -> None:
-            super().__init__()
-            self.tower, self.text, self.random_frame_prob = tower, text, random_frame_prob
+    def pick_frames(self, frames: torch.Tensor) -> torch.Tensor:
+        b, t = frames.shape[:2]  # frames (B, T, 3, H, W)
+        idx = torch.zeros(b, dtype=torch.long)
+        if self.training and self.random_frame_prob > 0:
+            other = torch.rand(b) < self.random_frame_prob
+            idx = torch.where(other, torch.randint(0, t, (b,)), idx)
+        return frames[torch.arange(b), idx.to(frames.device)]  # (B, 3, H, W)
 
-        def pick_frames(self, frames: torch.Tensor) -> torch.Tensor:
-            b, t = frames.shape[:2]  # frames (B, T, 3, H, W)
-            idx = torch.zeros(b, dtype=torch.long)
-            if self.training and self.random_frame_prob > 0:
-                other = torch.rand(b) < self.random_frame_prob
-                idx = torch.where(other, torch.randint(0, t, (b,)), idx)
-            return frames[torch.arange(b), idx.to(frames.device)]  # (B, 3, H, W)
+    def forward(self, batch):
+        img = self.tower.embed_images(self.pick_frames(batch.frames))  # (B, proj)
+        txt = self.tower.embed_text_features(self.text.embed_sentences(batch.caption))  # (B, proj)
+        loss, logs = self.tower.contrastive_loss(img, txt, groups=batch.caption)
+        return loss, logs
 
-        def forward(self, batch):
-            img = self.tower.embed_images(self.pick_frames(batch.frames))  # (B, proj)
-            txt = self.tower.embed_text_features(self.text.embed_sentences(batch.caption))  # (B, proj)
-            loss, logs = self.tower.contrastive_loss(img, txt, groups=batch.caption)
-            return loss, logs
+    def trainable_parameters(self):
+        return self.tower.parameters()
 
-        def trainable_parameters(self):
-            return self.tower.parameters()
+    def export_pretrained(self, directory: Path) -> None:
+        self.tower.save_pretrained(Path(directory) / "vision_tower")
 
-        def export_pretrained(self, directory: Path) -> None:
-            self.tower.save_pretrained(Path(directory) / "vision_tower")
-
-        def config_dict(self) -> dict:
-            return {"vision_tower": self.tower.cfg.to_dict(), "text_encoder": self.text.config_dict(),
-                    "random_frame_prob": self.random_frame_prob}
-
-    def build(preset: str) -> ClipModule:
-        p = PRESETS[preset]
-        return ClipModule(VisionTower(vision_tower_config(p["tower"])), TextEncoder(TEXT_ENCODER_PRESETS[p["text"]]),
-                          p["random_frame_prob"])
-
-    return ClipModule, build
+    def config_dict(self) -> dict:
+        return {"vision_tower": self.tower.cfg.to_dict(), "text_encoder": self.text.config_dict(),
+                "random_frame_prob": self.random_frame_prob}
 
 
-def build_module(preset: str):
+def build_module(preset: str) -> ClipModule:
     """The ClipModule of a preset (random-init tower, frozen MiniLM)."""
-    return _module_classes()[1](preset)
+    p = PRESETS[preset]
+    return ClipModule(VisionTower(vision_tower_config(p["tower"])), TextEncoder(TEXT_ENCODER_PRESETS[p["text"]]),
+                      p["random_frame_prob"])
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -42,9 +42,10 @@ from torch import nn
 from animegamer.core.checkpoint import save_json_atomic
 from animegamer.core.runs import resolve_component, resolve_decoder
 from animegamer.core.video_io import save_gif, save_mp4
-from animegamer.decoder.diffusion import Denoiser, DiffusionConfig, collate_decoder, parse_level_fractions
+from animegamer.decoder.diffusion import Denoiser, DiffusionConfig, collate_decoder
 from animegamer.decoder.network import DecoderNet, decoder_preset
 from animegamer.decoder.pipeline import ShotDecoder
+from animegamer.decoder.sampler import SamplerConfig, parse_level_fractions
 from animegamer.decoder.speed import bench_decode
 from animegamer.models.autoencoder import CONFIG_NAME as AE_CONFIG
 from animegamer.models.autoencoder import ShotAutoencoder
@@ -154,42 +155,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 # -- feature cache -----------------------------------------------------------------------------
-def _module_class():
+class DecoderTrainModule(nn.Module):
+    """Wraps the Denoiser for the loop; stage "warmup" trains only E_a + motion MLP + text_proj."""
 
-    class DecoderTrainModule(nn.Module):
-        """Wraps the Denoiser for the loop; stage "warmup" trains only E_a + motion MLP + text_proj."""
+    def __init__(self, denoiser: Denoiser, autoencoder: nn.Module, stage: str, freeze_action_encoder: bool = False,
+                 sampler: SamplerConfig | None = None) -> None:
+        super().__init__()
+        self.sampler = sampler or SamplerConfig()  # stored with the exported decoder
+        if stage not in ("warmup", "joint"):
+            raise ValueError(f"stage must be 'warmup' or 'joint', got {stage!r}")
+        self.denoiser, self.stage = denoiser, stage
+        self.freeze_action_encoder = freeze_action_encoder and stage == "joint"
+        self._ae = (autoencoder,)  # not a submodule: frozen, not in the training checkpoints
+        denoiser.net.set_warmup(stage == "warmup")
+        if self.freeze_action_encoder:
+            denoiser.net.action_encoder.requires_grad_(False)
 
-        def __init__(self, denoiser, autoencoder, stage: str, freeze_action_encoder: bool = False) -> None:
-            super().__init__()
-            if stage not in ("warmup", "joint"):
-                raise ValueError(f"stage must be 'warmup' or 'joint', got {stage!r}")
-            self.denoiser, self.stage = denoiser, stage
-            self.freeze_action_encoder = freeze_action_encoder and stage == "joint"
-            self._ae = (autoencoder,)  # not a submodule: frozen, not in the training checkpoints
-            denoiser.net.set_warmup(stage == "warmup")
-            if self.freeze_action_encoder:
-                denoiser.net.action_encoder.requires_grad_(False)
+    def forward(self, batch):
+        return self.denoiser(batch)
 
-        def forward(self, batch):
-            return self.denoiser(batch)
+    def trainable_parameters(self):
+        net = self.denoiser.net
+        if self.stage == "warmup":
+            return net.warmup_parameters()
+        return [p for p in net.parameters() if p.requires_grad]
 
-        def trainable_parameters(self):
-            net = self.denoiser.net
-            if self.stage == "warmup":
-                return net.warmup_parameters()
-            return [p for p in net.parameters() if p.requires_grad]
+    def shot_decoder(self) -> ShotDecoder:
+        return ShotDecoder(self.denoiser.net, self._ae[0], self.denoiser.config, self.sampler)
 
-        def shot_decoder(self) -> ShotDecoder:
-            return ShotDecoder(self.denoiser.net, self._ae[0], self.denoiser.config)
+    def export_pretrained(self, directory: Path) -> None:
+        self.shot_decoder().save_pretrained(Path(directory) / "shot_decoder")
 
-        def export_pretrained(self, directory: Path) -> None:
-            self.shot_decoder().save_pretrained(Path(directory) / "shot_decoder")
-
-        def config_dict(self) -> dict:
-            return {"stage": self.stage, "freeze_action_encoder": self.freeze_action_encoder,
-                    "decoder": self.denoiser.net.config.to_dict(), "diffusion": self.denoiser.config.to_dict()}
-
-    return DecoderTrainModule
+    def config_dict(self) -> dict:
+        return {"stage": self.stage, "freeze_action_encoder": self.freeze_action_encoder,
+                "decoder": self.denoiser.net.config.to_dict(), "diffusion": self.denoiser.config.to_dict()}
 
 
 def eval_loss(denoiser, dataset, n: int, seed: int = 0) -> dict[str, float]:
@@ -329,8 +328,8 @@ def run(args: argparse.Namespace) -> int:
     frame_diff = preset.get("frame_diff_loss", 0.0) if args.frame_diff_loss is None else args.frame_diff_loss
     try:
         diff = DiffusionConfig(latent_shift=mean, latent_scale=1.0 / max(std, 1e-6), shared_noise=shared_noise,
-                               shared_noise_by_level=by_level, noise_frame_groups=groups, frame_diff_loss=frame_diff,
-                               autocast=args.sample_autocast == "on", **sample_kw)
+                               shared_noise_by_level=by_level, noise_frame_groups=groups, frame_diff_loss=frame_diff)
+        sampler = SamplerConfig(autocast=args.sample_autocast == "on", **sample_kw)
     except ValueError as e:
         raise SystemExit(f"train decoder: {e}") from None
     torch.manual_seed(cfg.seed)  # the init must be reproducible: resume reloads only trainable tensors
@@ -344,7 +343,6 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--init {args.init}: its decoder config differs from this run's ({init.config} vs {dcfg})")
         denoiser.net.init_from(init.net)
         print(f"[decoder] initialised from {args.init}")
-    Module = _module_class()
     print(f"[decoder] {len(train_ds)} cached shots, latents {tuple(t['latents'].shape[1:])} (mean {mean:.3f}, "
           f"std {std:.3f}), s_a {dcfg.n_tokens} x {dcfg.d_cond}, "
           f"{sum(p.numel() for p in denoiser.parameters()) / 1e6:.1f}M params")
@@ -361,7 +359,8 @@ def run(args: argparse.Namespace) -> int:
             # must hold the same E_a (phase b may train on it, --freeze-action-encoder).
             ema_decay=0.0,
         )
-        results["warmup"] = train(Module(denoiser, ae, "warmup"), train_ds, collate_decoder, wcfg, out / "warmup",
+        warmup = DecoderTrainModule(denoiser, ae, "warmup", sampler=sampler)
+        results["warmup"] = train(warmup, train_ds, collate_decoder, wcfg, out / "warmup",
                                   resume=args.resume)
     if args.warmup_only:
         if warm_steps <= 0:
@@ -369,7 +368,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"[decoder] warm-up stage done: {results['warmup']['final_dir']}; rerun with --resume for the joint stage")
         return 0
     # 4. joint stage
-    module = Module(denoiser, ae, "joint", freeze_action_encoder=args.freeze_action_encoder)
+    module = DecoderTrainModule(denoiser, ae, "joint", freeze_action_encoder=args.freeze_action_encoder, sampler=sampler)
     results["joint"] = train(module, train_ds, collate_decoder, cfg, out / "joint", resume=args.resume)
 
     # 5. evaluation of the exported (EMA) pipeline

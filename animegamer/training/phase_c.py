@@ -40,6 +40,7 @@ from animegamer.core.checkpoint import load_json, load_safetensors, save_json_at
 from animegamer.core.runs import resolve_decoder, resolve_engine
 from animegamer.decoder.diffusion import Denoiser, collate_decoder
 from animegamer.decoder.pipeline import ShotDecoder
+from animegamer.decoder.sampler import SamplerConfig
 from animegamer.engine.data import load_sessions, turn_record
 from animegamer.engine.model import load_engine
 from animegamer.engine.sequence import TurnRecord
@@ -204,36 +205,33 @@ def mix_true_shots(predicted, true, fraction: float, seed: int = 0):
     return ConcatDataset([predicted] * k + [Subset(true, rows)])
 
 
-def _module_class():
+class AdaptModule(nn.Module):
+    """The decoder trained on predicted s_a: E_a is not used (s_a comes in), so it stays frozen;
+    the null branch (E_a of zero inputs) is kept as it was, so guidance still means the same."""
 
-    class AdaptModule(nn.Module):
-        """The decoder trained on predicted s_a: E_a is not used (s_a comes in), so it stays frozen;
-        the null branch (E_a of zero inputs) is kept as it was, so guidance still means the same."""
+    def __init__(self, denoiser: Denoiser, autoencoder: nn.Module, sampler: SamplerConfig | None = None) -> None:
+        super().__init__()
+        self.denoiser = denoiser
+        self.sampler = sampler or SamplerConfig()  # the base decoder's, stored with the adapted one
+        self._ae = (autoencoder,)
+        denoiser.net.requires_grad_(True)
+        denoiser.net.action_encoder.requires_grad_(False)
 
-        def __init__(self, denoiser, autoencoder) -> None:
-            super().__init__()
-            self.denoiser = denoiser
-            self._ae = (autoencoder,)
-            denoiser.net.requires_grad_(True)
-            denoiser.net.action_encoder.requires_grad_(False)
+    def forward(self, batch):
+        return self.denoiser(batch)
 
-        def forward(self, batch):
-            return self.denoiser(batch)
+    def trainable_parameters(self):
+        return [p for p in self.denoiser.net.parameters() if p.requires_grad]
 
-        def trainable_parameters(self):
-            return [p for p in self.denoiser.net.parameters() if p.requires_grad]
+    def shot_decoder(self) -> ShotDecoder:
+        return ShotDecoder(self.denoiser.net, self._ae[0], self.denoiser.config, self.sampler)
 
-        def shot_decoder(self) -> ShotDecoder:
-            return ShotDecoder(self.denoiser.net, self._ae[0], self.denoiser.config)
+    def export_pretrained(self, directory: Path) -> None:
+        self.shot_decoder().save_pretrained(Path(directory) / "shot_decoder")
 
-        def export_pretrained(self, directory: Path) -> None:
-            self.shot_decoder().save_pretrained(Path(directory) / "shot_decoder")
-
-        def config_dict(self) -> dict:
-            return {"phase": "adapt", "decoder": self.denoiser.net.config.to_dict(),
-                    "diffusion": self.denoiser.config.to_dict()}
-
-    return AdaptModule
+    def config_dict(self) -> dict:
+        return {"phase": "adapt", "decoder": self.denoiser.net.config.to_dict(),
+                "diffusion": self.denoiser.config.to_dict()}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -292,8 +290,7 @@ def run(args: argparse.Namespace) -> int:
     if args.true_fraction:
         print(f"[adapt] {len(mixed)} samples per epoch, {len(mixed.datasets[-1])} of them true shots "
               f"(--true-fraction {args.true_fraction})")
-    Module = _module_class()
-    result = train(Module(denoiser, base.autoencoder), mixed, collate_decoder, cfg, out, resume=args.resume)
+    result = train(AdaptModule(denoiser, base.autoencoder, base.sampler), mixed, collate_decoder, cfg, out, resume=args.resume)
 
     # 3. held-out v-loss on predicted s_a, before / after (the EMA or live weights that were exported)
     final = Path(result["final_dir"])
