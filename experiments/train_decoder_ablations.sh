@@ -20,8 +20,8 @@ AG="$ROOT/bin/animegamer"
 OUT="$RUNS/ablations"
 mkdir -p "$OUT"
 source "$ROOT/experiments/common.sh"
-require "bin/animegamer recipe default --out RUNS" "$RUNS/vae/final" "$RUNS/decoder_pre/cache" "$RUNS/decoder/joint/final" "$DATA/meta.json"
-DEC=("$AG" train decoder --preset default --visual-reference latent --data "$DATA" --vae "$RUNS/vae" --limit 2048)
+require "bin/animegamer recipe default --out RUNS, then experiments/recipes/tokens_only_decoder.yaml" "$RUNS/vae/final" "$RUNS/decoder_pre/cache" "$RUNS/decoder/joint/final" "$DATA/meta.json"
+DEC=("$AG" train decoder --preset default --reference-channels 0 --shared-noise-by-level off --visual-reference latent --data "$DATA" --vae "$RUNS/vae" --limit 2048)
 
 # one ablation: NAME, then its extra flags
 ablation() {

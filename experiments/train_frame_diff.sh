@@ -25,7 +25,7 @@ AG="$ROOT/bin/animegamer"
 OUT="$RUNS/frame_diff"
 source "$ROOT/experiments/common.sh"
 require experiments/train_shared_noise.sh "$RUNS/shared_noise/spatial_r50/joint/final" "$DATA/meta.json"
-DEC=("$AG" train decoder --preset default --visual-reference latent --data "$DATA" --vae "$RUNS/vae" --limit 2048
+DEC=("$AG" train decoder --preset default --reference-channels 0 --shared-noise-by-level off --visual-reference latent --data "$DATA" --vae "$RUNS/vae" --limit 2048
      --reference-channels 16 --freeze-action-encoder
      --warmup-steps 20 --save-every 300 --threads 2 --steps "$STEPS")
 evaluate() {  # NAME DECODER_RUN [extra eval-decoder flags]

@@ -27,7 +27,7 @@ mkdir -p "$GC"
 source "$ROOT/experiments/common.sh"
 require "bin/animegamer recipe default --out RUNS" "$RUNS/vae/final" "$RUNS/decoder_pre/cache" "$RUNS/engine_init" "$DATA/meta.json"
 # the autoencoder latents of the same 2048 shots are reused from the full decoder's cache
-DEC=("$AG" train decoder --preset default --condition caption --n-text 69 --data "$DATA" --vae "$RUNS/vae"
+DEC=("$AG" train decoder --preset default --reference-channels 0 --shared-noise-by-level off --condition caption --n-text 69 --data "$DATA" --vae "$RUNS/vae"
      --limit 2048 --cache "$GC/cache" --latents-from "$RUNS/decoder_pre/cache")
 [[ -d "$GC/pre/joint/final" ]] || "${DEC[@]}" --out "$GC/pre" --steps 300 --ema-decay 0 \
     --schedule constant --warmup-steps 30 --samples 0 --threads 1 $(resume "$GC/pre/joint")

@@ -26,8 +26,8 @@ DATA="$RUNS/data/big"
 AG="$ROOT/bin/animegamer"
 OUT="$RUNS/level_noise"
 source "$ROOT/experiments/common.sh"
-require "bin/animegamer recipe default --out RUNS" "$RUNS/decoder/joint/final" "$DATA/meta.json"
-DEC=("$AG" train decoder --preset default --visual-reference latent --data "$DATA" --vae "$RUNS/vae" --limit 2048
+require "bin/animegamer recipe default --out RUNS, then experiments/recipes/tokens_only_decoder.yaml" "$RUNS/decoder/joint/final" "$DATA/meta.json"
+DEC=("$AG" train decoder --preset default --reference-channels 0 --shared-noise-by-level off --visual-reference latent --data "$DATA" --vae "$RUNS/vae" --limit 2048
      --freeze-action-encoder --warmup-steps 20 --save-every 300 --threads "$THREADS" --steps "$STEPS")
 run() {  # NAME INIT LEVELS [extra train flags]
     local name="$1" init="$2" levels="$3"; shift 3

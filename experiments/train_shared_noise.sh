@@ -22,9 +22,9 @@ DATA="$RUNS/data/big"
 AG="$ROOT/bin/animegamer"
 OUT="$RUNS/shared_noise"
 source "$ROOT/experiments/common.sh"
-require "bin/animegamer recipe default --out RUNS" "$RUNS/vae/final" "$RUNS/decoder_pre/joint/final" "$RUNS/decoder/joint/final" "$DATA/meta.json"
+require "bin/animegamer recipe default --out RUNS, then experiments/recipes/tokens_only_decoder.yaml" "$RUNS/vae/final" "$RUNS/decoder_pre/joint/final" "$RUNS/decoder/joint/final" "$DATA/meta.json"
 require experiments/train_spatial_reference.sh "$RUNS/spatial/decoder/joint/final"
-DEC=("$AG" train decoder --preset default --visual-reference latent --data "$DATA" --vae "$RUNS/vae" --limit 2048
+DEC=("$AG" train decoder --preset default --reference-channels 0 --shared-noise-by-level off --visual-reference latent --data "$DATA" --vae "$RUNS/vae" --limit 2048
      --freeze-action-encoder --shared-noise 0.5 --warmup-steps 20 --threads 2)
 for d in decoder_r50 spatial_r50; do
     mkdir -p "$OUT/$d" && ln -sfn "$RUNS/decoder_pre/cache" "$OUT/$d/cache"  # the same encoded shots

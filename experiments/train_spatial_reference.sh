@@ -22,13 +22,13 @@ DATA="$RUNS/data/big"
 AG="$ROOT/bin/animegamer"
 OUT="$RUNS/spatial"
 source "$ROOT/experiments/common.sh"
-require "bin/animegamer recipe default --out RUNS" "$RUNS/vae/final" "$RUNS/decoder_pre/joint/final" "$RUNS/decoder/joint/final" \
+require "bin/animegamer recipe default --out RUNS, then experiments/recipes/tokens_only_decoder.yaml" "$RUNS/vae/final" "$RUNS/decoder_pre/joint/final" "$RUNS/decoder/joint/final" \
     "$RUNS/engine/final" "$RUNS/model" "$RUNS/evaluator_pack" "$DATA/meta.json"
 mkdir -p "$OUT/decoder" && ln -sfn "$RUNS/decoder_pre/cache" "$OUT/decoder/cache"  # the same encoded shots
 
 [[ -d "$OUT/decoder/joint/final" ]] || "$AG" train decoder --preset default --visual-reference latent --data "$DATA" \
     --vae "$RUNS/vae" --limit 2048 --out "$OUT/decoder" --init "$RUNS/decoder_pre" --freeze-action-encoder \
-    --reference-channels 16 --steps 1800 --warmup-steps 20 --threads 2 $(resume "$OUT/decoder/joint")
+    --reference-channels 16 --shared-noise-by-level off --steps 1800 --warmup-steps 20 --threads 2 $(resume "$OUT/decoder/joint")
 [[ -f "$OUT/eval_decoder.json" ]] || "$AG" eval-decoder --decoder "$OUT/decoder" --cache "$RUNS/decoder_pre/cache/val_64" \
     --data "$DATA" --n 64 --threads 2 --sheet "$OUT/sheet_decoder.png" --out "$OUT/eval_decoder.json"
 

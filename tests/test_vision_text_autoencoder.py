@@ -244,8 +244,8 @@ def test_train_cli_registers_phases():
     from animegamer.training.arguments import train_config_from_args
     from animegamer.training.fit_autoencoder import PRESETS
 
-    cfg = train_config_from_args(PRESETS["tiny"]["train"], args)
-    assert cfg.steps == 5 and cfg.mixed_precision == "bf16" and cfg.lr == PRESETS["tiny"]["train"]["lr"]
+    cfg = train_config_from_args(PRESETS["tiny"].train, args)
+    assert cfg.steps == 5 and cfg.mixed_precision == "bf16" and cfg.lr == PRESETS["tiny"].train.lr
 
 
 def test_paper_kind_cogvideox_same_interface():

@@ -5,6 +5,7 @@ A phase's preset supplies the defaults; any option given on the command line ove
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 import torch
 
@@ -42,15 +43,12 @@ def add_train_arguments(parser: argparse.ArgumentParser, presets: list[str], dat
         g.add_argument(flag, dest=f"train_{field}", **kw)
 
 
-def train_config_from_args(base: dict, args: argparse.Namespace):
-    """TrainConfig from a preset's dict of fields, overridden by the flags that were given."""
+def train_config_from_args(base: TrainConfig, args: argparse.Namespace) -> TrainConfig:
+    """A preset's TrainConfig, overridden by the flags that were given."""
     if getattr(args, "threads", None):
         torch.set_num_threads(args.threads)
-    fields = dict(base)
-    for _, (field, _typ) in _TRAIN_FLAGS.items():
-        v = getattr(args, f"train_{field}", None)
-        if v is not None:
-            fields[field] = v
+    fields = {field: v for _, (field, _typ) in _TRAIN_FLAGS.items()
+              if (v := getattr(args, f"train_{field}", None)) is not None}
     if getattr(args, "no_progress", False):
         fields["progress"] = False
-    return TrainConfig(**fields)
+    return dataclasses.replace(base, **fields)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import copy
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -27,16 +28,25 @@ from transformers import VideoMAEForVideoClassification
 from animegamer.core.checkpoint import save_json_atomic
 from animegamer.models.action_classifier import ACTION_DIR, ActionClassifier, classifier_config, pick_frames
 from animegamer.training.arguments import add_train_arguments, train_config_from_args
-from animegamer.training.loop import train
+from animegamer.training.loop import TrainConfig, train
 from animegamer.world.dataset import ShotDataset, collate_shots
 from animegamer.world.motion_catalog import load_motions
 
-PRESETS: dict[str, dict] = {
-    "tiny": {"model": "tiny",
-             "train": dict(steps=6, batch_size=4, lr=1e-3, warmup_steps=1, log_every=2, save_every=3, ema_decay=0.0)},
-    "default": {"model": "default",
-                "train": dict(steps=1500, batch_size=16, lr=5e-4, weight_decay=0.05, warmup_steps=100, ema_decay=0.99,
-                              mixed_precision="bf16", log_every=20, save_every=250, grad_clip=1.0)},
+
+@dataclass(frozen=True)
+class ActionClassifierPreset:
+    """The action classifier's fit at one size: the network (models/action_classifier.py) and schedule."""
+
+    model: str
+    train: TrainConfig
+
+
+PRESETS: dict[str, ActionClassifierPreset] = {
+    "tiny": ActionClassifierPreset("tiny", TrainConfig(
+        steps=6, batch_size=4, lr=1e-3, warmup_steps=1, log_every=2, save_every=3, ema_decay=0.0)),
+    "default": ActionClassifierPreset("default", TrainConfig(
+        steps=1500, batch_size=16, lr=5e-4, weight_decay=0.05, warmup_steps=100, ema_decay=0.99,
+        mixed_precision="bf16", log_every=20, save_every=250, grad_clip=1.0)),
 }
 
 
@@ -70,7 +80,7 @@ class ActionModule(nn.Module):
 
 def build_module(preset: str, labels: list[str], height: int, width: int):
 
-    model = VideoMAEForVideoClassification(classifier_config(PRESETS[preset]["model"], labels, height, width))
+    model = VideoMAEForVideoClassification(classifier_config(PRESETS[preset].model, labels, height, width))
     return ActionModule(model)
 
 
@@ -107,7 +117,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
 
-    cfg = train_config_from_args(PRESETS[args.preset]["train"], args)
+    cfg = train_config_from_args(PRESETS[args.preset].train, args)
     dataset = ShotDataset(args.data, "train", limit=args.limit)
     h, w = dataset.world.meta["height"], dataset.world.meta["width"]
     torch.manual_seed(cfg.seed)  # model init

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -24,22 +25,30 @@ from torch import nn
 from animegamer.core.checkpoint import save_json_atomic
 from animegamer.models.autoencoder import WEIGHTS_NAME, ShotAutoencoder, autoencoder_config
 from animegamer.training.arguments import add_train_arguments, train_config_from_args
-from animegamer.training.loop import train
+from animegamer.training.loop import TrainConfig, train
 from animegamer.world.dataset import ShotDataset, collate_shots
 
-PRESETS: dict[str, dict] = {
-    "tiny": {
-        "autoencoder": "tiny", "frames_per_shot": 2, "kl_weight": 1e-6, "edge_weight": 0.5, "crop": (16, 24),
-        "train": dict(steps=20, batch_size=4, lr=1e-3, warmup_steps=2, log_every=5, save_every=10, ema_decay=0.0),
-    },
-    "default": {
-        "autoencoder": "default", "frames_per_shot": 4, "kl_weight": 1e-6, "edge_weight": 0.5, "crop": (48, 72),
-        # 8 shots x 4 frames, 48x72 crops; bf16 autocast measured ~10% faster per step than fp32.
-        # No EMA: with decay 0.999 a 2400-step run keeps ~9% of the initial weights (measured 18.8 dB
-        # held-out vs 25.0 dB for the live weights of this recipe, seed-1000 world data).
-        "train": dict(steps=2400, batch_size=8, lr=1e-3, weight_decay=0.0, warmup_steps=50, ema_decay=0.0,
-                      mixed_precision="bf16", log_every=20, save_every=100, grad_clip=1.0),
-    },
+
+@dataclass(frozen=True)
+class AutoencoderPreset:
+    """The autoencoder's fit at one size: the network (models/autoencoder.py), its loss and schedule."""
+
+    autoencoder: str
+    frames_per_shot: int  # frames of a shot per training sample
+    kl_weight: float
+    edge_weight: float  # weight of the image-gradient loss that keeps edges
+    crop: tuple[int, int]  # training crop (h, w)
+    train: TrainConfig
+
+
+PRESETS: dict[str, AutoencoderPreset] = {
+    "tiny": AutoencoderPreset("tiny", 2, 1e-6, 0.5, (16, 24), TrainConfig(
+        steps=20, batch_size=4, lr=1e-3, warmup_steps=2, log_every=5, save_every=10, ema_decay=0.0)),
+    # 8 shots x 4 frames, 48x72 crops; bf16 autocast is faster per step than fp32 here. No EMA: with
+    # decay 0.999 a run of a few thousand steps keeps part of its initial weights.
+    "default": AutoencoderPreset("default", 4, 1e-6, 0.5, (48, 72), TrainConfig(
+        steps=2400, batch_size=8, lr=1e-3, weight_decay=0.0, warmup_steps=50, ema_decay=0.0,
+        mixed_precision="bf16", log_every=20, save_every=100, grad_clip=1.0)),
 }
 
 
@@ -105,8 +114,8 @@ class VaeModule(nn.Module):
 
 def build_module(preset: str) -> VaeModule:
     p = PRESETS[preset]
-    return VaeModule(ShotAutoencoder(autoencoder_config(p["autoencoder"])), p["frames_per_shot"],
-                     p["kl_weight"], p["edge_weight"], p["crop"])
+    return VaeModule(ShotAutoencoder(autoencoder_config(p.autoencoder)), p.frames_per_shot, p.kl_weight,
+                     p.edge_weight, p.crop)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -177,7 +186,7 @@ def calibrate_and_evaluate(ae, data: str, calib_shots: int, eval_shots: int, lim
 def run(args: argparse.Namespace) -> int:
 
     preset = PRESETS[args.preset]
-    cfg = train_config_from_args(preset["train"], args)
+    cfg = train_config_from_args(preset.train, args)
     dataset = ShotDataset(args.data, "train", limit=args.limit)
     torch.manual_seed(cfg.seed)
     module = build_module(args.preset)

@@ -15,6 +15,7 @@ character and place accuracy by nearest class centroid).
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -24,21 +25,28 @@ from animegamer.core.checkpoint import save_json_atomic
 from animegamer.models.text_encoder import TEXT_ENCODER_PRESETS, TextEncoder
 from animegamer.models.vision_tower import VisionTower, vision_tower_config
 from animegamer.training.arguments import add_train_arguments, train_config_from_args
-from animegamer.training.loop import train
+from animegamer.training.loop import TrainConfig, train
 from animegamer.world.dataset import ShotDataset, collate_shots
+
 
 # Training presets: model size + TrainConfig fields. Step times measured on the 2-core CPU
 # (see the report in final/metrics.json and the PR notes).
-PRESETS: dict[str, dict] = {
-    "tiny": {
-        "tower": "tiny", "text": "tiny", "random_frame_prob": 0.25,
-        "train": dict(steps=20, batch_size=8, lr=1e-3, warmup_steps=2, log_every=5, save_every=10, ema_decay=0.0),
-    },
-    "default": {
-        "tower": "default", "text": "default", "random_frame_prob": 0.25,
-        "train": dict(steps=3000, batch_size=64, lr=5e-4, weight_decay=0.05, warmup_steps=150, ema_decay=0.995,
-                      mixed_precision="bf16", log_every=20, save_every=250, grad_clip=1.0),
-    },
+@dataclass(frozen=True)
+class VisionTowerPreset:
+    """The vision tower's fit at one size: the tower, the frozen text encoder, the schedule."""
+
+    tower: str  # models/vision_tower.py
+    text: str  # models/text_encoder.py TEXT_ENCODER_PRESETS
+    random_frame_prob: float  # share of samples that embed a random frame instead of the first
+    train: TrainConfig
+
+
+PRESETS: dict[str, VisionTowerPreset] = {
+    "tiny": VisionTowerPreset("tiny", "tiny", 0.25, TrainConfig(
+        steps=20, batch_size=8, lr=1e-3, warmup_steps=2, log_every=5, save_every=10, ema_decay=0.0)),
+    "default": VisionTowerPreset("default", "default", 0.25, TrainConfig(
+        steps=3000, batch_size=64, lr=5e-4, weight_decay=0.05, warmup_steps=150, ema_decay=0.995,
+        mixed_precision="bf16", log_every=20, save_every=250, grad_clip=1.0)),
 }
 
 
@@ -77,8 +85,8 @@ class ClipModule(nn.Module):
 def build_module(preset: str) -> ClipModule:
     """The ClipModule of a preset (random-init tower, frozen MiniLM)."""
     p = PRESETS[preset]
-    return ClipModule(VisionTower(vision_tower_config(p["tower"])), TextEncoder(TEXT_ENCODER_PRESETS[p["text"]]),
-                      p["random_frame_prob"])
+    return ClipModule(VisionTower(vision_tower_config(p.tower)), TextEncoder(TEXT_ENCODER_PRESETS[p.text]),
+                      p.random_frame_prob)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -137,7 +145,7 @@ def evaluate(tower, text, data: str, n: int) -> dict:
 def run(args: argparse.Namespace) -> int:
 
     preset = PRESETS[args.preset]
-    cfg = train_config_from_args(preset["train"], args)
+    cfg = train_config_from_args(preset.train, args)
     dataset = ShotDataset(args.data, "train", limit=args.limit)
     torch.manual_seed(cfg.seed)  # model init
     module = build_module(args.preset)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -52,36 +53,46 @@ from animegamer.models.autoencoder import ShotAutoencoder
 from animegamer.models.vision_tower import CONFIG_NAME as VT_CONFIG
 from animegamer.representation.reference_encoder import CONDITION_TEXT, KINDS
 from animegamer.training.arguments import add_train_arguments, train_config_from_args
-from animegamer.training.loop import train
+from animegamer.training.loop import TrainConfig, train
 from animegamer.training.shot_cache import CachedShots, build_cache, cache_encoders, cache_meta
 from animegamer.world.dataset import ShotDataset
 
-# Model sizes + TrainConfig fields per preset. Step costs (2-core CPU, default size, batch 8):
-# see the report of the decoder in the PR notes / final/metrics.json.
-PRESETS: dict[str, dict] = {
-    "tiny": {
-        "decoder": "tiny", "n_text": 8, "visual_reference": "clip", "reference_patch": 2, "warmup_stage_steps": 4, "warmup_stage_lr": 1e-3,
-        "sample": dict(steps=2, guidance=2.0),
-        "train": dict(steps=6, batch_size=2, lr=1e-3, warmup_steps=1, log_every=2, save_every=3, ema_decay=0.0),
-    },
-    "default": {
-        # No warm-up stage from scratch: with adaLN-zero init the frozen transformer outputs 0, so the
-        # condition path gets no gradient at all (measured: grad norm 0.0 for 20 warm-up steps). The
-        # paper's warm-up is for a PRETRAINED transformer (preset "paper"); use --warmup-stage-steps there.
-        # f_v = the autoencoder latent of the first frame (representation/reference_encoder.py), as the shipped
-        # model since 2026-11-24: end to end it beat the tower's tokens on nearly every column of the
-        # eval table (CLIP-I 0.38 vs 0.12; docs/TRAINING.md). "clip" is the paper's choice.
-        # reference_channels 0: no spatial reference (decoder/network.py). With 16 the decoder draws far
-        # better shots from the TRUE s_a (CLIP-I 0.61 vs 0.49, character 0.44 vs 0.14) but worse ones from
-        # the engine's PREDICTED s_a, i.e. in the game (docs/results/spatial_reference.md), so it is an option.
-        "decoder": "default", "n_text": 16, "visual_reference": "latent", "reference_patch": 4, "reference_channels": 0,
-        "warmup_stage_steps": 0, "warmup_stage_lr": 1e-3,
-        "sample": dict(steps=6, guidance=3.0),
-        # The shipped run: 2000 joint steps (a CPU budget, not convergence); EMA 0.995 so a short run
-        # is not dominated by its initial weights.
-        "train": dict(steps=2000, batch_size=8, lr=5e-4, weight_decay=0.0, warmup_steps=100, ema_decay=0.995,
-                      mixed_precision="bf16", log_every=20, save_every=250, grad_clip=1.0),
-    },
+
+@dataclass(frozen=True)
+class DecoderPreset:
+    """Phase a at one size: the decoder network, what s_a is made of, the noise prior it trains with,
+    the sampler stored with it and the training schedule. ``default`` is the shipped decoder's."""
+
+    decoder: str  # decoder/network.py decoder_preset
+    n_text: int  # f_md tokens of the motion text
+    visual_reference: str  # f_v: "latent" (the autoencoder latent of the first frame) or "clip" (the paper's)
+    reference_patch: int  # latent reference: latent patch side per f_v token
+    reference_channels: int  # s_a's visual tokens also laid on the patch grid (decoder/network.py); 0 = off
+    shared_noise_by_level: tuple[float, ...] | None  # the level-matched noise prior (decoder/diffusion.py)
+    warmup_stage_steps: int  # the paper's warm-up stage (transformer frozen); 0 = none
+    warmup_stage_lr: float
+    sampler: SamplerConfig
+    train: TrainConfig
+
+
+PRESETS: dict[str, DecoderPreset] = {
+    "tiny": DecoderPreset(
+        decoder="tiny", n_text=8, visual_reference="clip", reference_patch=2, reference_channels=0,
+        shared_noise_by_level=None, warmup_stage_steps=4, warmup_stage_lr=1e-3, sampler=SamplerConfig(steps=2, guidance=2.0),
+        train=TrainConfig(steps=6, batch_size=2, lr=1e-3, warmup_steps=1, log_every=2, save_every=3, ema_decay=0.0)),
+    # No warm-up stage from scratch: with adaLN-zero init the frozen transformer outputs 0, so the
+    # condition path gets no gradient at all. The paper's warm-up is for a PRETRAINED transformer.
+    # f_v is the autoencoder latent of the first frame: the vision tower we can train here does not name
+    # the characters well enough (representation/reference_encoder.py). The sampler's guidance is the
+    # game's (CFG 2 on the picture, 1 on the frame-to-frame motion); its per-level noise prior and
+    # motion scale are calibrated per model after training (`animegamer calibrate-levels`).
+    "default": DecoderPreset(
+        decoder="default", n_text=16, visual_reference="latent", reference_patch=4, reference_channels=16,
+        shared_noise_by_level=(0.995, 0.99, 0.95, 0.8, 0.3), warmup_stage_steps=0, warmup_stage_lr=1e-3,
+        sampler=SamplerConfig(steps=6, guidance=2.0, motion_guidance=1.0),
+        # EMA 0.995 so a short run is not dominated by its initial weights
+        train=TrainConfig(steps=2000, batch_size=8, lr=5e-4, weight_decay=0.0, warmup_steps=100, ema_decay=0.995,
+                          mixed_precision="bf16", log_every=20, save_every=250, grad_clip=1.0)),
 }
 
 
@@ -128,9 +139,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="> 0: s_a's visual tokens ALSO enter as a spatial map of this many channels beside the "
                              "noisy latent (CogVideoX-I2V style; decoder/network.py). 0 = off. Default: the preset's. "
                              "--init may then name a decoder without it (its new input channels start at zero)")
-    parser.add_argument("--shared-noise-by-level", default=None, metavar="R1,R2,R3,R4,R5",
+    parser.add_argument("--shared-noise-by-level", default=None, metavar="R1,R2,R3,R4,R5|off",
                         help="level-matched noise prior: the shared fraction for motion levels 1..5, replacing "
-                             "--shared-noise where the level is known (e.g. 0.995,0.99,0.95,0.8,0.3)")
+                             "--shared-noise where the level is known (e.g. 0.995,0.99,0.95,0.8,0.3); off = none. "
+                             "Default: the preset's")
     parser.add_argument("--shared-noise", type=float, default=None,
                         help="fraction of the diffusion noise's variance drawn once per shot and shared by all its "
                              "frames, in training and sampling (PYoCo's mixed noise prior; decoder/diffusion.py). "
@@ -141,7 +153,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--patch-size", type=int, default=None,
                         help="transformer spatial patch (default: the preset's; 2 suits an 8x autoencoder)")
     parser.add_argument("--sample-steps", type=int, default=None, help="sampler steps stored with the model")
-    parser.add_argument("--guidance", type=float, default=None, help="CFG scale stored with the model")
+    parser.add_argument("--guidance", type=float, default=None, help="CFG scale stored with the model (default: the preset's)")
     parser.add_argument("--sample-autocast", choices=["on", "off"], default="on",
                         help="bf16 autocast when sampling (measured faster on this CPU; default: on)")
     parser.add_argument("--eval-shots", type=int, default=64, help="held-out (val) shots for the eval loss")
@@ -238,10 +250,12 @@ def write_samples(decoder, val_cache: CachedShots, val_shots, out_dir: Path, n: 
     return paths
 
 
-def _shared_noise_by_level(args: argparse.Namespace) -> list[float] | None:
-    """--shared-noise-by-level parsed and checked before any data is encoded."""
-
-    if args.shared_noise_by_level is None:
+def _shared_noise_by_level(args: argparse.Namespace, preset: DecoderPreset) -> list[float] | None:
+    """--shared-noise-by-level (or the preset's) parsed and checked before any data is encoded."""
+    if args.shared_noise_by_level is None:  # the preset's, where the level conditions the decoder
+        by_level = preset.shared_noise_by_level
+        return None if by_level is None or args.no_motion_level or args.condition == "caption" else list(by_level)
+    if args.shared_noise_by_level == "off":
         return None
     try:  # DiffusionConfig's own check, before minutes of encoding rather than after
         by_level = parse_level_fractions(args.shared_noise_by_level, "--shared-noise-by-level")
@@ -255,15 +269,15 @@ def _shared_noise_by_level(args: argparse.Namespace) -> list[float] | None:
 def run(args: argparse.Namespace) -> int:
 
     preset = PRESETS[args.preset]
-    cfg = train_config_from_args(preset["train"], args)
-    by_level = _shared_noise_by_level(args)
+    cfg = train_config_from_args(preset.train, args)
+    by_level = _shared_noise_by_level(args, preset)
     out = Path(args.out)
     progress = not args.no_progress
     vae_dir = resolve_component(args.vae, AE_CONFIG, "autoencoder")
-    kind = args.visual_reference or preset["visual_reference"]
+    kind = args.visual_reference or preset.visual_reference
     if args.condition == "caption":
         kind = "none"  # the GC decoder: no visual reference (load_reference_encoder gives a constant token)
-    args.reference_patch = (args.reference_patch or preset["reference_patch"]) if kind == "latent" else None
+    args.reference_patch = (args.reference_patch or preset.reference_patch) if kind == "latent" else None
     if kind == "clip":
         if args.clip is None:
             raise SystemExit("train decoder: --visual-reference clip needs --clip (a `train clip` run)")
@@ -271,7 +285,7 @@ def run(args: argparse.Namespace) -> int:
     else:  # the autoencoder's own latent is the reference (or there is none): nothing else to train or ship
         clip_dir = vae_dir
     ae = ShotAutoencoder.from_pretrained(vae_dir).float().eval().requires_grad_(False)
-    n_text = args.n_text or preset["n_text"]
+    n_text = args.n_text or preset.n_text
 
     # 1. cache (train + held-out val)
     cache_root = Path(args.cache) if args.cache else out / "cache"
@@ -308,28 +322,28 @@ def run(args: argparse.Namespace) -> int:
     f, c, h, w = t["latents"].shape[1:]
     reference_channels = args.reference_channels
     if reference_channels is None:  # the preset's, but the GC decoder has no visual reference to lay out
-        reference_channels = 0 if args.condition == "caption" else preset.get("reference_channels", 0)
+        reference_channels = 0 if args.condition == "caption" else preset.reference_channels
     dcfg = decoder_preset(
-        preset["decoder"], latent_channels=c, num_frames=(f - 1) * ae.temporal_ratio + 1, latent_height=h,
+        preset.decoder, latent_channels=c, num_frames=(f - 1) * ae.temporal_ratio + 1, latent_height=h,
         latent_width=w, temporal_compression=ae.temporal_ratio, n_text=t["f_md"].shape[1],
         d_text_in=t["f_md"].shape[2], n_visual=t["f_v"].shape[1], d_visual_in=t["f_v"].shape[2],
         use_motion_level=not args.no_motion_level,
         reference_channels=reference_channels,
         **({"patch_size": args.patch_size} if args.patch_size else {}),
     )
-    sample_kw = dict(preset["sample"])
+    sample_kw = {"autocast": args.sample_autocast == "on"}
     if args.sample_steps:
         sample_kw["steps"] = args.sample_steps
     if args.guidance is not None:
         sample_kw["guidance"] = args.guidance
-    shared_noise = preset.get("shared_noise", 0.0) if args.shared_noise is None else args.shared_noise
+    shared_noise = 0.0 if args.shared_noise is None else args.shared_noise
     # the kl2d autoencoder packs `temporal_ratio` frames per latent frame in its channels (pack_time)
     groups = ae.temporal_ratio if ae.cfg.kind == "kl2d" else 1
-    frame_diff = preset.get("frame_diff_loss", 0.0) if args.frame_diff_loss is None else args.frame_diff_loss
+    frame_diff = 0.0 if args.frame_diff_loss is None else args.frame_diff_loss
     try:
         diff = DiffusionConfig(latent_shift=mean, latent_scale=1.0 / max(std, 1e-6), shared_noise=shared_noise,
                                shared_noise_by_level=by_level, noise_frame_groups=groups, frame_diff_loss=frame_diff)
-        sampler = SamplerConfig(autocast=args.sample_autocast == "on", **sample_kw)
+        sampler = dataclasses.replace(preset.sampler, **sample_kw)
     except ValueError as e:
         raise SystemExit(f"train decoder: {e}") from None
     torch.manual_seed(cfg.seed)  # the init must be reproducible: resume reloads only trainable tensors
@@ -348,11 +362,11 @@ def run(args: argparse.Namespace) -> int:
           f"{sum(p.numel() for p in denoiser.parameters()) / 1e6:.1f}M params")
 
     # 3. warm-up stage: transformer frozen
-    warm_steps = preset["warmup_stage_steps"] if args.warmup_stage_steps is None else args.warmup_stage_steps
+    warm_steps = preset.warmup_stage_steps if args.warmup_stage_steps is None else args.warmup_stage_steps
     results = {}
     if warm_steps > 0:
         wcfg = dataclasses.replace(
-            cfg, steps=warm_steps, lr=args.warmup_stage_lr or preset["warmup_stage_lr"],
+            cfg, steps=warm_steps, lr=args.warmup_stage_lr or preset.warmup_stage_lr,
             warmup_steps=min(cfg.warmup_steps, max(1, warm_steps // 10)),
             save_every=min(cfg.save_every, warm_steps) if cfg.save_every else 0,
             # No EMA in this short stage: the joint stage continues from the LIVE weights, so warmup/final

@@ -30,6 +30,7 @@ tokens), also copied to ``OUT/final/metrics.json``.
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,22 +48,30 @@ from animegamer.engine.evaluate import (
 from animegamer.engine.model import EngineConfig, GameEngine, engine_config, load_engine
 from animegamer.training.arguments import add_train_arguments, train_config_from_args
 from animegamer.training.engine_sessions import build_engine_splits, is_world_dataset, load_rep_stats, rep_stats
-from animegamer.training.loop import train
+from animegamer.training.loop import TrainConfig, train
 
 ENGINE_RUN_CONFIG = "engine_config.json"
 
 
 # Engine preset (animegamer.engine.model.ENGINE_PRESETS) + TrainConfig fields per preset.
-PRESETS: dict[str, dict[str, Any]] = {
-    "tiny": {"engine": "tiny", "train": dict(steps=20, batch_size=2, lr=1e-3, warmup_steps=2, log_every=5,
-                                             save_every=10, ema_decay=0.0)},
+@dataclass(frozen=True)
+class EnginePreset:
+    """Phase b at one size: the engine (engine/model.py ENGINE_PRESETS) and the training schedule."""
+
+    engine: str
+    train: TrainConfig
+
+
+PRESETS: dict[str, EnginePreset] = {
+    "tiny": EnginePreset("tiny", TrainConfig(steps=20, batch_size=2, lr=1e-3, warmup_steps=2, log_every=5,
+                                             save_every=10, ema_decay=0.0)),
     # bf16 autocast measured ~15% faster per step than fp32 on this CPU (AMX). The step count is a
     # CPU budget: ~3.3 s per step at batch 2 with samples of up to 3 turns (--max-turns 3) on one core.
-    "default": {"engine": "default", "train": dict(steps=1000, batch_size=2, lr=3e-4, warmup_steps=40,
+    "default": EnginePreset("default", TrainConfig(steps=1000, batch_size=2, lr=3e-4, warmup_steps=40,
                                                    weight_decay=0.0, log_every=10, save_every=50, grad_clip=1.0,
-                                                   mixed_precision="bf16")},
-    "paper": {"engine": "paper", "train": dict(steps=20000, batch_size=8, lr=1e-4, warmup_steps=500, weight_decay=0.0,
-                                               log_every=20, save_every=500, grad_clip=1.0, mixed_precision="bf16")},
+                                                   mixed_precision="bf16")),
+    "paper": EnginePreset("paper", TrainConfig(steps=20000, batch_size=8, lr=1e-4, warmup_steps=500, weight_decay=0.0,
+                                               log_every=20, save_every=500, grad_clip=1.0, mixed_precision="bf16")),
 }
 
 
@@ -153,7 +162,7 @@ def evaluate(engine, sessions: list, closed_loop: bool = False) -> dict[str, Any
 def run(args: argparse.Namespace) -> int:
 
     preset = PRESETS[args.preset]
-    tcfg = train_config_from_args(preset["train"], args)
+    tcfg = train_config_from_args(preset.train, args)
     out = Path(args.out)
     saved_cfg = out / ENGINE_RUN_CONFIG
     if args.resume and saved_cfg.is_file():  # the run's own engine config wins over the command line
@@ -168,10 +177,10 @@ def run(args: argparse.Namespace) -> int:
                 over[key] = val
         if args.lora_rank is not None:
             over["lora_alpha"] = 2.0 * args.lora_rank
-        cfg = engine_config(preset["engine"], **over)
+        cfg = engine_config(preset.engine, **over)
         train_sessions, held, source = _sessions(args, cfg.rep_tokens, cfg.rep_dim, tcfg.seed)
         if "rep_tokens" in source:  # a data dir fixes N and D
-            cfg = engine_config(preset["engine"], **{**over, "rep_tokens": source["rep_tokens"],
+            cfg = engine_config(preset.engine, **{**over, "rep_tokens": source["rep_tokens"],
                                                      "rep_dim": source["rep_dim"]})
     if not train_sessions:
         raise SystemExit("train engine: no training sessions left after --eval-sessions")

@@ -45,18 +45,19 @@ from animegamer.engine.data import load_sessions, turn_record
 from animegamer.engine.model import load_engine
 from animegamer.engine.sequence import TurnRecord
 from animegamer.training.arguments import add_train_arguments, train_config_from_args
-from animegamer.training.loop import train
+from animegamer.training.loop import TrainConfig, train
 from animegamer.training.phase_a import eval_loss
 from animegamer.training.shot_cache import CachedShots
 from animegamer.world.dataset import ShotDataset
 
 PART_SESSIONS = 25
 
-PRESETS: dict[str, dict] = {
-    "tiny": {"train": dict(steps=4, batch_size=2, lr=1e-3, warmup_steps=1, log_every=2, save_every=2, ema_decay=0.0)},
-    # a short fine-tune: the decoder already decodes s_a; lr lower than phase a's 5e-4
-    "default": {"train": dict(steps=400, batch_size=8, lr=2e-4, weight_decay=0.0, warmup_steps=20, ema_decay=0.0,
-                              mixed_precision="bf16", log_every=20, save_every=100, grad_clip=1.0)},
+# Phase c's training schedule per size (the decoder's sizes are phase a's). A short fine-tune: the decoder
+# already decodes s_a, so the lr is lower than phase a's.
+PRESETS: dict[str, TrainConfig] = {
+    "tiny": TrainConfig(steps=4, batch_size=2, lr=1e-3, warmup_steps=1, log_every=2, save_every=2, ema_decay=0.0),
+    "default": TrainConfig(steps=400, batch_size=8, lr=2e-4, weight_decay=0.0, warmup_steps=20, ema_decay=0.0,
+                           mixed_precision="bf16", log_every=20, save_every=100, grad_clip=1.0),
 }
 
 
@@ -239,7 +240,7 @@ def run(args: argparse.Namespace) -> int:
     if not 0.0 <= args.true_fraction < 1.0:  # before the slow part (the engine's predictions)
         raise SystemExit(f"--true-fraction must be in [0, 1), got {args.true_fraction}")
     preset = PRESETS[args.preset]
-    cfg = train_config_from_args(preset["train"], args)
+    cfg = train_config_from_args(preset, args)
     out = Path(args.out)
     progress = not args.no_progress
     engine_dir = resolve_engine(args.engine)
