@@ -1,6 +1,6 @@
 """Atomic checkpoint I/O used by every phase.
 
-Rules (DESIGN.md, point 6): tensors go to safetensors, everything else to JSON; every file is
+Rules: tensors go to safetensors, everything else to JSON; every file is
 written to a temporary name in the same directory, fsynced, then renamed, so a crash leaves
 either the old file or the new one, never a torn one. A checkpoint *directory* is committed
 the same way: filled under a hidden temp name, then renamed in one step (`atomic_dir`).

@@ -164,7 +164,7 @@ DECODER_PRESETS: dict[str, DecoderConfig] = {
         num_frames=5, latent_height=4, latent_width=4, patch_size=2, n_text=3, n_visual=4,
         d_text_in=8, d_visual_in=8, adaln_zero_init=False,
     ),
-    # this 2-core CPU: ~0.1 s per forward at batch 1 (DESIGN.md), 17 x 96 x 144 shots
+    # sized for a turn on a 2-core CPU (a forward in about 0.1 s at batch 1), 17 x 96 x 144 shots
     "default": DecoderConfig(),
     # CogVideoX-2B (30 x 1920, 480 x 720, 17 frames) + the paper's 30 T5 + 196 CLIP tokens x 1920
     "paper": DecoderConfig(

@@ -303,7 +303,7 @@ def format_summary(report: dict[str, Any]) -> str:
         e, t, d = ref["engine"], ref["table"], ref["engine_minus_table"]
         lines.append(f"  motion level on {ref['turns']} turns: engine {e['mean']:.3f} +- {e['se']:.3f}, "
                      f"world lookup table {t['mean']:.3f} +- {t['se']:.3f}, difference {d['mean']:+.3f} +- {d['se']:.3f}")
-        if "scene" in ref:  # reports written before 2026-11-25 have the table only
+        if "scene" in ref:  # older reports have the table only
             c, d = ref["scene"], ref["engine_minus_scene"]
             lines.append(f"  the same turns, additive model with characters and place {c['mean']:.3f} +- {c['se']:.3f}, "
                          f"engine minus it {d['mean']:+.3f} +- {d['se']:.3f}")

@@ -29,8 +29,6 @@ from animegamer.training.loop import TrainConfig, train
 from animegamer.world.dataset import ShotDataset, collate_shots
 
 
-# Training presets: model size + TrainConfig fields. Step times measured on the 2-core CPU
-# (see the report in final/metrics.json and the PR notes).
 @dataclass(frozen=True)
 class VisionTowerPreset:
     """The vision tower's fit at one size: the tower, the frozen text encoder, the schedule."""
