@@ -313,7 +313,7 @@ def test_calibrate_levels_measures_each_levels_candidates_and_feeds_pack(runs, t
     full_grid = "1:0.99;2:0.9;3:0.5;4:0.2;5:0.0"
     args = sweep(tmp_path / "lm", full_grid, "pred.json", "--engine", str(root / "engine"), "--sessions", str(sessions),
                  "--motion-guidance", "1")
-    args.guidance = 2.0
+    args.sampler_guidance = 2.0
     assert args.func(args) == 0
     p = json.loads((tmp_path / "pred.json").read_text())
     rows = shot_rows(CachedShots(tmp_path / "cache"), runs["world"])

@@ -40,7 +40,7 @@ from tqdm.auto import tqdm
 from animegamer.core.checkpoint import save_json_atomic
 from animegamer.core.runs import resolve_decoder
 from animegamer.decoder.pipeline import ShotDecoder, frames_from_uint8, frames_to_uint8
-from animegamer.decoder.sampler import parse_level_fractions, parse_motion_scales
+from animegamer.decoder.sampler import add_sampler_arguments, sampler_overrides
 from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR, Evaluator, probes
 from animegamer.evaluation.metrics import align_clips, finite_mean, motion_level_from_pixels, pixel_scores
 from animegamer.models.autoencoder import unpack_time
@@ -218,18 +218,12 @@ def run(args: argparse.Namespace) -> int:
 
     sigmas = parse_sigmas(args.latent_noise)  # bad input fails before any decoding
     try:
-        fractions = (parse_level_fractions(args.sample_shared_noise, "--sample-shared-noise")
-                     if args.sample_shared_noise is not None else None)
-        scales = (parse_motion_scales(args.sample_motion_scale, "--sample-motion-scale")
-                  if args.sample_motion_scale is not None else None)
+        overrides = sampler_overrides(args)
     except ValueError as e:
         raise SystemExit(f"eval-decoder: {e}") from None
     if args.threads:
         torch.set_num_threads(args.threads)
     decoder = ShotDecoder.from_pretrained(resolve_decoder(args.decoder))
-    overrides = {k: v for k, v in (("shared_noise_by_level", fractions),
-                                   ("motion_scale_by_level", scales),
-                                   ("motion_guidance", args.motion_guidance)) if v is not None}
     decoder.sampler = dataclasses.replace(decoder.sampler, **overrides)
     cache = CachedShots(args.cache or find_cache_dir(Path(args.decoder), "val"))
     shots = ShotDataset(args.data, cache.meta["split"])
@@ -241,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
     ev_path = args.evaluator or (DEFAULT_EVALUATOR if DEFAULT_EVALUATOR.is_dir() else None)
     evaluator = Evaluator.load(ev_path) if ev_path else None
     report = evaluate_decoder(decoder, cache, shots.rows, frames_of, evaluator, args.n, progress=not args.no_progress,
-                              steps=args.steps, guidance=args.guidance, keep=args.sheet_shots if args.sheet else 0)
+                              keep=args.sheet_shots if args.sheet else 0)
     if sigmas:
         report["autoencoder_ceiling"] = autoencoder_motion_ceiling(decoder.autoencoder, cache, shots.rows, frames_of,
                                                                    args.n, sigmas, progress=not args.no_progress)
@@ -266,14 +260,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--evaluator", default=None, help="evaluator vision tower (default: the shipped one)")
     p.add_argument("--n", type=int, default=32, help="held-out shots (default: %(default)s)")
     p.add_argument("--out", default=None, help="JSON report path")
-    p.add_argument("--steps", type=int, default=None, help="sampler steps (default: the decoder's own)")
-    p.add_argument("--guidance", type=float, default=None, help="CFG scale (default: the decoder's own)")
-    p.add_argument("--sample-shared-noise", default=None, metavar="R1,...,R5",
-                   help="per-level shared-noise fractions to sample with (default: the decoder's own)")
-    p.add_argument("--motion-guidance", type=float, default=None,
-                   help="CFG scale of the frame-to-frame part of the guidance (default: the decoder's own)")
-    p.add_argument("--sample-motion-scale", default=None, metavar="S1,...,S5",
-                   help="per-level scale of the sampled latents' frame-to-frame part (default: the decoder's own)")
+    add_sampler_arguments(p)
     p.add_argument("--sheet", default=None, help="PNG contact sheet: decoded shots (left) beside the truth (right)")
     p.add_argument("--sheet-shots", type=int, default=8, help="shots on the contact sheet (default: %(default)s)")
     p.add_argument("--latent-noise", default=None, metavar="S1,S2,...",

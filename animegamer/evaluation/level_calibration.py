@@ -46,7 +46,7 @@ from tqdm.auto import tqdm
 from animegamer.core.atomic_io import write_json
 from animegamer.core.runs import resolve_decoder, resolve_engine
 from animegamer.decoder.pipeline import ShotDecoder, frames_to_uint8
-from animegamer.decoder.sampler import MAX_MOTION_SCALE
+from animegamer.decoder.sampler import MAX_MOTION_SCALE, add_sampler_arguments
 from animegamer.engine.data import load_sessions
 from animegamer.engine.model import load_engine
 from animegamer.evaluation.metrics import motion_level_from_pixels
@@ -197,15 +197,15 @@ def run_sweep(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     decoder = ShotDecoder.from_pretrained(resolve_decoder(args.decoder))
-    if args.motion_guidance is not None:  # calibrate the levels under the sampler they will be played with
-        decoder.sampler = dataclasses.replace(decoder.sampler, motion_guidance=args.motion_guidance)
+    if args.sampler_motion_guidance is not None:  # calibrate the levels under the sampler they will be played with
+        decoder.sampler = dataclasses.replace(decoder.sampler, motion_guidance=args.sampler_motion_guidance)
     cache = ensure_cache(Path(args.template_cache), Path(args.data), args.split, args.n, Path(args.cache))
     predicted = None
     if args.engine:
         predicted = predicted_s_a(args.engine, Path(args.sessions), cache, Path(args.data),
                                   Path(args.predictions or Path(args.out).with_suffix("").as_posix() + "_predicted"),
                                   progress=not args.no_progress)
-    report = calibrate(decoder, cache, grid, args.guidance, args.seed, progress=not args.no_progress,
+    report = calibrate(decoder, cache, grid, args.sampler_guidance, args.seed, progress=not args.no_progress,
                        predicted=predicted, knob=args.knob)
     report = {"decoder": str(args.decoder), "split": args.split,
               **({"engine": str(args.engine), "sessions": str(args.sessions)} if args.engine else {}), **report}
@@ -243,9 +243,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "motion scales of the sampled latents (pack with --sample-motion-scale); the "
                         "other is kept as the decoder has it (pass a packed model's shot_decoder/ to keep "
                         "its calibration) (default: %(default)s)")
-    s.add_argument("--guidance", type=float, default=None, help="CFG scale (default: the decoder's own)")
-    s.add_argument("--motion-guidance", type=float, default=None,
-                   help="CFG scale of the frame-to-frame part of the guidance (default: the decoder's own)")
+    add_sampler_arguments(s, ("guidance", "motion_guidance"))
     s.add_argument("--engine", default=None, help="calibrate on this engine's PREDICTED s_a (closed loop over "
                    "--sessions) instead of the true s_a: what the decoder is given in the game")
     s.add_argument("--sessions", default=None, help="engine sessions of --split (with --engine), e.g. "

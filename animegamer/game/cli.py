@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from animegamer.decoder.sampler import parse_level_fractions, parse_motion_scales
+from animegamer.decoder.sampler import add_sampler_arguments, sampler_overrides
 from animegamer.game.pack import model_bytes, pack_model
 from animegamer.game.session import Game
 from animegamer.game.store import SessionStore, StoreError, export_session
@@ -53,19 +53,7 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
     pk.add_argument("--decoder", required=True, help="`train adapt` or `train decoder` run dir (or shot_decoder/)")
     pk.add_argument("--out", required=True, help="model directory to write (replaced atomically)")
     pk.add_argument("--fp32", action="store_true", help="keep fp32 weights (default: fp16, half the size)")
-    pk.add_argument("--guidance", type=float, default=None,
-                    help="CFG scale to store with the packed decoder (default: the decoder run's)")
-    pk.add_argument("--motion-guidance", type=float, default=None,
-                    help="CFG scale of the frame-to-frame part of the guidance, apart from --guidance "
-                         "(default: the decoder run's; none = plain CFG)")
-    pk.add_argument("--sample-steps", type=int, default=None,
-                    help="sampler steps to store with the packed decoder (default: the decoder run's)")
-    pk.add_argument("--sample-shared-noise", default=None, metavar="R1,...,R5",
-                    help="per-level shared-noise fractions to SAMPLE with (a calibration measured by "
-                         "`animegamer calibrate-levels sweep`; default: the decoder's own, else its training fractions)")
-    pk.add_argument("--sample-motion-scale", default=None, metavar="S1,...,S5",
-                    help="per-level scale of the sampled latents' frame-to-frame part (`animegamer "
-                         "calibrate-levels sweep --knob motion-scale`; default: the decoder's own, else 1)")
+    add_sampler_arguments(pk, default="the decoder run's")
     pk.add_argument("--provenance", default=None, metavar="JSON",
                     help="a JSON file (e.g. the training commands and data seeds) copied into model.json")
     pk.set_defaults(func=_pack)
@@ -74,16 +62,11 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
 def _pack(args: argparse.Namespace) -> int:
 
     try:
-        fractions = (parse_level_fractions(args.sample_shared_noise, "--sample-shared-noise")
-                     if args.sample_shared_noise is not None else None)
-        scales = (parse_motion_scales(args.sample_motion_scale, "--sample-motion-scale")
-                  if args.sample_motion_scale is not None else None)
+        sampler = sampler_overrides(args)
     except ValueError as e:
         raise SystemExit(f"model pack: {e}") from None
     prov = json.loads(Path(args.provenance).read_text()) if args.provenance else None
-    out = pack_model(args.engine, args.decoder, args.out, fp16=not args.fp32, provenance=prov,
-                     guidance=args.guidance, sample_steps=args.sample_steps, sampling_shared_noise=fractions,
-                     motion_guidance=args.motion_guidance, sampling_motion_scale=scales)
+    out = pack_model(args.engine, args.decoder, args.out, fp16=not args.fp32, provenance=prov, sampler=sampler)
     print(f"model written to {out} ({model_bytes(out) / 1e6:.1f} MB)")
     return 0
 

@@ -33,34 +33,20 @@ def _metrics(run_dir: Path) -> dict[str, Any]:
 
 
 def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: bool = True,
-               provenance: dict[str, Any] | None = None, guidance: float | None = None,
-               sample_steps: int | None = None, sampling_shared_noise: list[float] | None = None,
-               motion_guidance: float | None = None, sampling_motion_scale: list[float] | None = None) -> Path:
+               provenance: dict[str, Any] | None = None, sampler: dict[str, Any] | None = None) -> Path:
     """Copy the engine and shot decoder of two runs into one model directory (see module doc).
 
-    ``guidance`` / ``sample_steps`` replace the sampler settings stored with the decoder (a measured
-    quality / speed trade-off, e.g. ``eval-decoder --guidance``); ``sampling_shared_noise`` is the
-    per-level noise prior to sample from (a calibration, ``SamplerConfig.shared_noise_by_level``);
-    ``motion_guidance`` the CFG scale of the frame-to-frame part of the guidance;
-    ``sampling_motion_scale`` the per-level scale of the sampled latents' frame-to-frame part
-    (``SamplerConfig.motion_scale_by_level``). model.json records them."""
+    ``sampler``: SamplerConfig fields that replace the ones stored with the decoder (the game's
+    guidance, and the per-level noise prior and motion scale calibrated by ``calibrate-levels``).
+    model.json records them."""
 
     engine_dir, decoder_dir = resolve_engine(engine), resolve_decoder(decoder)
     eng = load_engine(engine_dir)
     dec = ShotDecoder.from_pretrained(decoder_dir)
-    sampler = {}
-    if guidance is not None:
-        sampler["guidance"] = guidance
-    if motion_guidance is not None:
-        sampler["motion_guidance"] = motion_guidance
-    if sample_steps is not None:
-        sampler["steps"] = sample_steps
-    for field, per_level in (("shared_noise_by_level", sampling_shared_noise),
-                             ("motion_scale_by_level", sampling_motion_scale)):
-        if per_level is not None:
-            if not dec.config.use_motion_level:
-                raise ValueError(f"{decoder_dir} has no motion level: a per-level {field} would never be used")
-            sampler[field] = list(per_level)
+    sampler = dict(sampler or {})
+    for field in ("shared_noise_by_level", "motion_scale_by_level"):
+        if sampler.get(field) is not None and not dec.config.use_motion_level:
+            raise ValueError(f"{decoder_dir} has no motion level: a per-level {field} would never be used")
     if sampler:  # validated like any stored config: a bad value fails here, before anything is written
         dec.sampler = dataclasses.replace(dec.sampler, **sampler)
     n_eng, d_eng, n_dec, d_dec = eng.cfg.rep_tokens, eng.cfg.rep_dim, dec.config.n_tokens, dec.config.d_cond

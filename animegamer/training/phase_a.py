@@ -78,7 +78,8 @@ class DecoderPreset:
 PRESETS: dict[str, DecoderPreset] = {
     "tiny": DecoderPreset(
         decoder="tiny", n_text=8, visual_reference="clip", reference_patch=2, reference_channels=0,
-        shared_noise_by_level=None, warmup_stage_steps=4, warmup_stage_lr=1e-3, sampler=SamplerConfig(steps=2, guidance=2.0),
+        shared_noise_by_level=None, warmup_stage_steps=4, warmup_stage_lr=1e-3,
+        sampler=SamplerConfig(steps=2, guidance=2.0, autocast=True),
         train=TrainConfig(steps=6, batch_size=2, lr=1e-3, warmup_steps=1, log_every=2, save_every=3, ema_decay=0.0)),
     # No warm-up stage from scratch: with adaLN-zero init the frozen transformer outputs 0, so the
     # condition path gets no gradient at all. The paper's warm-up is for a PRETRAINED transformer.
@@ -89,7 +90,7 @@ PRESETS: dict[str, DecoderPreset] = {
     "default": DecoderPreset(
         decoder="default", n_text=16, visual_reference="latent", reference_patch=4, reference_channels=16,
         shared_noise_by_level=(0.995, 0.99, 0.95, 0.8, 0.3), warmup_stage_steps=0, warmup_stage_lr=1e-3,
-        sampler=SamplerConfig(steps=6, guidance=2.0, motion_guidance=1.0),
+        sampler=SamplerConfig(steps=6, guidance=2.0, motion_guidance=1.0, autocast=True),
         # EMA 0.995 so a short run is not dominated by its initial weights
         train=TrainConfig(steps=2000, batch_size=8, lr=5e-4, weight_decay=0.0, warmup_steps=100, ema_decay=0.995,
                           mixed_precision="bf16", log_every=20, save_every=250, grad_clip=1.0)),
@@ -150,12 +151,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--frame-diff-loss", type=float, default=None,
                         help="weight of a temporal-difference loss: the MSE of the frame-to-frame differences of "
                              "the v prediction, added to the v-loss (decoder/diffusion.py). Default: the preset's (0)")
-    parser.add_argument("--patch-size", type=int, default=None,
-                        help="transformer spatial patch (default: the preset's; 2 suits an 8x autoencoder)")
-    parser.add_argument("--sample-steps", type=int, default=None, help="sampler steps stored with the model")
-    parser.add_argument("--guidance", type=float, default=None, help="CFG scale stored with the model (default: the preset's)")
-    parser.add_argument("--sample-autocast", choices=["on", "off"], default="on",
-                        help="bf16 autocast when sampling (measured faster on this CPU; default: on)")
     parser.add_argument("--eval-shots", type=int, default=64, help="held-out (val) shots for the eval loss")
     parser.add_argument("--samples", type=int, default=4, help="held-out shots decoded to OUT/samples")
     parser.add_argument("--latents-from", default=None, metavar="CACHE_ROOT",
@@ -329,13 +324,7 @@ def run(args: argparse.Namespace) -> int:
         d_text_in=t["f_md"].shape[2], n_visual=t["f_v"].shape[1], d_visual_in=t["f_v"].shape[2],
         use_motion_level=not args.no_motion_level,
         reference_channels=reference_channels,
-        **({"patch_size": args.patch_size} if args.patch_size else {}),
     )
-    sample_kw = {"autocast": args.sample_autocast == "on"}
-    if args.sample_steps:
-        sample_kw["steps"] = args.sample_steps
-    if args.guidance is not None:
-        sample_kw["guidance"] = args.guidance
     shared_noise = 0.0 if args.shared_noise is None else args.shared_noise
     # the kl2d autoencoder packs `temporal_ratio` frames per latent frame in its channels (pack_time)
     groups = ae.temporal_ratio if ae.cfg.kind == "kl2d" else 1
@@ -343,9 +332,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         diff = DiffusionConfig(latent_shift=mean, latent_scale=1.0 / max(std, 1e-6), shared_noise=shared_noise,
                                shared_noise_by_level=by_level, noise_frame_groups=groups, frame_diff_loss=frame_diff)
-        sampler = dataclasses.replace(preset.sampler, **sample_kw)
     except ValueError as e:
         raise SystemExit(f"train decoder: {e}") from None
+    sampler = preset.sampler  # stored with the decoder; `model pack` chooses the game's
     torch.manual_seed(cfg.seed)  # the init must be reproducible: resume reloads only trainable tensors
     denoiser = Denoiser(DecoderNet(dcfg), diff)
     if args.init:  # before any resume: a resumed run reloads only its trainable tensors on top of this
