@@ -15,7 +15,7 @@ from animegamer.core.errors import UserFacingError
 # command -> (the subsystem cli module that registers it, one line of help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "play": ("animegamer.game.cli", "play the game: a web page on localhost (or --terminal)"),
-    "sessions": ("animegamer.game.cli", "saved games: list, delete, export"),
+    "sessions": ("animegamer.game.sessions_cli", "saved games: list, delete, export"),
     "model": ("animegamer.game.cli", "model directories: pack training runs into a playable model"),
     "world": ("animegamer.world.cli", "the synthetic anime world: render datasets, preview, catalogue"),
     "train": ("animegamer.training.cli", "train a part: decoder (a), engine (b), adapt (c), vae, clip, action"),

@@ -133,7 +133,7 @@ def test_own_tower_is_recognised(tiny, evaluator, tmp_path):
 
 
 def test_start_states_hook(tiny, tmp_path):
-    from animegamer.game import Game, GameInputError
+    from animegamer.game.session import Game, GameInputError
 
     game = Game.load(tiny["model"], store=tmp_path / "saves")
     start = {"stamina": 10, "social": 95, "entertainment": 0}

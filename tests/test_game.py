@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from animegamer.engine.model import load_engine, save_engine
-from animegamer.game import Game, GameInputError, SessionStore, StoreError
+from animegamer.game.session import Game, GameInputError
+from animegamer.game.store import SessionStore, StoreError
 from animegamer.game.session import check_instruction
 from tiny_game import tiny_models
 

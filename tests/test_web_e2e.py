@@ -18,7 +18,7 @@ sync_api = pytest.importorskip("playwright.sync_api")
 if not Path(CHROMIUM).exists():
     pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium)", allow_module_level=True)
 
-from animegamer.game import Game  # noqa: E402
+from animegamer.game.session import Game  # noqa: E402
 from tiny_game import tiny_models  # noqa: E402
 
 CAST = ["Qiqi", "Mika", "Ren"]

@@ -179,7 +179,6 @@ def _build_smollm2_cache(gguf: Path, target: Path) -> None:
 
 
 def _random_llama(spec: BackboneSpec, vocab_size: int) -> nn.Module:
-
     cfg = LlamaConfig(
         vocab_size=vocab_size,
         hidden_size=spec.hidden_size,

@@ -20,7 +20,6 @@ from animegamer.evaluation.run import DEFAULT_SEED, parse_ablation, run_eval
 
 
 def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = None) -> None:
-
     decoder_eval.add_parser(subparsers)
     level_calibration.add_parser(subparsers)
     ev = subparsers.add_parser(
@@ -110,7 +109,6 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-
     try:
         windows = tuple(int(w) for w in args.windows.split(",")) if args.windows else None
     except ValueError:

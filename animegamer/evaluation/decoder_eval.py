@@ -215,7 +215,6 @@ def parse_sigmas(text: str | None) -> list[float]:
 
 
 def run(args: argparse.Namespace) -> int:
-
     sigmas = parse_sigmas(args.latent_noise)  # bad input fails before any decoding
     try:
         overrides = sampler_overrides(args)

@@ -41,7 +41,6 @@ DEFAULT_EVALUATOR = Path(__file__).resolve().parent.parent / "weights" / "evalua
 
 
 def _file_hash(path: Path) -> str:
-
     return file_hash(path)
 
 
@@ -133,7 +132,6 @@ class Evaluator:
 
 # -- zero-shot probes from a world turn row ---------------------------------------------------------
 def _place_tables():
-
     return sorted(load_cast()), load_places()
 
 

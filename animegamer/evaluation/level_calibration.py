@@ -190,7 +190,6 @@ def predicted_s_a(engine_run: str | Path, sessions_dir: Path, cache, data: Path,
 
 
 def run_sweep(args: argparse.Namespace) -> int:
-
     grid = parse_grid(args.grid, args.knob)  # bad input fails before anything loads
     if bool(args.engine) != bool(args.sessions):
         raise SystemExit("calibrate-levels: --engine and --sessions go together (the engine predicts s_a over the sessions)")

@@ -249,7 +249,6 @@ def reference_rows(sessions: list[list[dict[str, Any]]], scorer: Scorer) -> dict
 
 # -- orchestration ---------------------------------------------------------------------------------
 def _model_stamp(model: str | None) -> dict[str, Any]:
-
     root = Path(model).expanduser() if model else DEFAULT_WEIGHTS
     files = [p for p in root.rglob("*") if p.is_file()] if root.is_dir() else []
     return {"path": str(root.resolve()), "mtime_ns": max((p.stat().st_mtime_ns for p in files), default=0),
@@ -284,7 +283,6 @@ def _save_rows(out: Path, spec: SystemSpec, fp: dict, rows: list[dict[str, Any]]
 
 
 def _open_game(spec: SystemSpec, store: Path, main_models: tuple | None) -> "Game":
-
     st = SessionStore(store)
     for old in st.list_sessions():  # a replay starts from an empty store (our own directory)
         st.delete_session(old.id)

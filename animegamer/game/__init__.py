@@ -1,5 +1,2 @@
-"""The game: sessions over the engine + decoder, saved games, the web and terminal front ends."""
-from animegamer.game.session import Game, GameInputError, GameSession, Turn
-from animegamer.game.store import SessionStore, StoreError
-
-__all__ = ["Game", "GameInputError", "GameSession", "SessionStore", "StoreError", "Turn"]
+"""The game: sessions over the engine + decoder (``session``), saved games (``store``), the web and
+terminal front ends, and ``model pack``. Players and programs start from ``animegamer.Game``."""

@@ -1,9 +1,8 @@
-"""`animegamer play` (web UI, or --terminal) and `animegamer sessions list|delete|export`."""
+"""`animegamer play` (web UI, or --terminal) and `animegamer model pack`."""
 from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
 import torch
@@ -11,7 +10,6 @@ import torch
 from animegamer.decoder.sampler import add_sampler_arguments, sampler_overrides
 from animegamer.game.pack import model_bytes, pack_model
 from animegamer.game.session import Game
-from animegamer.game.store import SessionStore, StoreError, export_session
 from animegamer.game.terminal import run_terminal
 from animegamer.game.web import launch
 
@@ -31,20 +29,6 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
     play.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     play.set_defaults(func=_play)
 
-    sessions = subparsers.add_parser("sessions", help="saved games: list, delete, export")
-    sessions.add_argument("--store", default=None, metavar="PATH", help="saved-games directory")
-    ssub = sessions.add_subparsers(dest="action", metavar="ACTION")
-    ssub.required = True
-    ssub.add_parser("list", help="saved games, newest first").set_defaults(func=_list)
-    d = ssub.add_parser("delete", help="delete a saved game and its clips")
-    d.add_argument("id")
-    d.set_defaults(func=_delete)
-    e = ssub.add_parser("export", help="a game as one MP4 with the states drawn on it + a storyboard PNG")
-    e.add_argument("id")
-    e.add_argument("--out", default=None, help="output path stem (default: <store>/exports/<id>)")
-    e.add_argument("--fps", type=int, default=8)
-    e.set_defaults(func=_export)
-
     model = subparsers.add_parser("model", help="model directories: pack training runs into a playable model")
     msub = model.add_subparsers(dest="action", metavar="ACTION")
     msub.required = True
@@ -60,7 +44,6 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
 
 
 def _pack(args: argparse.Namespace) -> int:
-
     try:
         sampler = sampler_overrides(args)
     except ValueError as e:
@@ -69,11 +52,6 @@ def _pack(args: argparse.Namespace) -> int:
     out = pack_model(args.engine, args.decoder, args.out, fp16=not args.fp32, provenance=prov, sampler=sampler)
     print(f"model written to {out} ({model_bytes(out) / 1e6:.1f} MB)")
     return 0
-
-
-def _store(args: argparse.Namespace):
-
-    return SessionStore(args.store)
 
 
 def _play(args: argparse.Namespace) -> int:
@@ -85,38 +63,4 @@ def _play(args: argparse.Namespace) -> int:
         return run_terminal(game, open_id=args.open_id, characters=args.characters)
 
     launch(game, host=args.host, port=args.port)
-    return 0
-
-
-def _list(args: argparse.Namespace) -> int:
-
-    rows = _store(args).list_sessions()
-    if not rows:
-        print("no saved games")
-        return 0
-    print(f"{'id':<14}{'turns':>6}  {'last played':<17}characters / last instruction")
-    for r in rows:
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.updated_at))
-        print(f"{r.id:<14}{r.n_turns:>6}  {when:<17}{', '.join(r.characters)}: {r.last_instruction[:60]}")
-    return 0
-
-
-def _delete(args: argparse.Namespace) -> int:
-
-    try:
-        _store(args).delete_session(args.id)
-    except StoreError as e:
-        raise ValueError(str(e)) from None
-    print(f"deleted {args.id}")
-    return 0
-
-
-def _export(args: argparse.Namespace) -> int:
-
-    try:
-        mp4, png = export_session(_store(args), args.id, args.out, fps=args.fps)
-    except StoreError as e:
-        raise ValueError(str(e)) from None
-    print(mp4)
-    print(png)
     return 0

@@ -88,12 +88,10 @@ def default_store_dir() -> Path:
 
 
 def s_a_to_blob(s_a: torch.Tensor) -> bytes:
-
     return save({"s_a": s_a.detach().to("cpu", torch.float32).contiguous()})
 
 
 def blob_to_s_a(blob: bytes) -> torch.Tensor:
-
     return load(bytes(blob))["s_a"]
 
 
@@ -296,7 +294,6 @@ EXPORT_MIN_WIDTH = 384
 
 
 def _font(size: int):
-
     return ImageFont.load_default(size=size)
 
 
@@ -333,7 +330,6 @@ def draw_state_bars(draw, x: int, y: int, width: int, states: dict[str, int], de
 
 
 def _zoom_to(frames: np.ndarray, min_h: int) -> np.ndarray:
-
     zoom = max(1, -(-min_h // frames.shape[-3]))
     if zoom == 1:
         return frames

@@ -79,7 +79,6 @@ class ActionModule(nn.Module):
 
 
 def build_module(preset: str, labels: list[str], height: int, width: int):
-
     model = VideoMAEForVideoClassification(classifier_config(PRESETS[preset].model, labels, height, width))
     return ActionModule(model)
 
@@ -111,12 +110,10 @@ def evaluate(classifier, data: str, progress: bool = True) -> dict:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-
     add_train_arguments(parser, list(PRESETS))
 
 
 def run(args: argparse.Namespace) -> int:
-
     cfg = train_config_from_args(PRESETS[args.preset].train, args)
     dataset = ShotDataset(args.data, "train", limit=args.limit)
     h, w = dataset.world.meta["height"], dataset.world.meta["width"]

@@ -119,7 +119,6 @@ def build_module(preset: str) -> VaeModule:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-
     add_train_arguments(parser, list(PRESETS))
     parser.add_argument("--calib-shots", type=int, default=64, help="training shots to measure the latent scale")
     parser.add_argument("--eval-shots", type=int, default=32, help="held-out shots for PSNR")
@@ -184,7 +183,6 @@ def calibrate_and_evaluate(ae, data: str, calib_shots: int, eval_shots: int, lim
 
 
 def run(args: argparse.Namespace) -> int:
-
     preset = PRESETS[args.preset]
     cfg = train_config_from_args(preset.train, args)
     dataset = ShotDataset(args.data, "train", limit=args.limit)

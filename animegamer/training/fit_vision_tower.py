@@ -88,13 +88,11 @@ def build_module(preset: str) -> ClipModule:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-
     add_train_arguments(parser, list(PRESETS))
     parser.add_argument("--eval-shots", type=int, default=256, help="held-out shots for final/metrics.json")
 
 
 def _embed_first_frames(tower, dataset, collate, n: int, batch: int = 32):
-
     imgs, chars, places, caps = [], [], [], []
     idx = list(range(min(n, len(dataset))))
     with torch.no_grad():
@@ -141,7 +139,6 @@ def evaluate(tower, text, data: str, n: int) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-
     preset = PRESETS[args.preset]
     cfg = train_config_from_args(preset.train, args)
     dataset = ShotDataset(args.data, "train", limit=args.limit)

@@ -98,7 +98,6 @@ PRESETS: dict[str, DecoderPreset] = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-
     add_train_arguments(parser, list(PRESETS))
     parser.add_argument("--clip", default=None,
                         help="vision tower (with --visual-reference clip): a `train clip` run dir, its final/, or "
@@ -206,7 +205,6 @@ def eval_loss(denoiser, dataset, n: int, seed: int = 0) -> dict[str, float]:
 
 
 def _eval_loss(denoiser, dataset, n: int, seed: int) -> dict[str, float]:
-
     n = min(n, len(dataset))
     if n == 0:
         return {}
@@ -262,7 +260,6 @@ def _shared_noise_by_level(args: argparse.Namespace, preset: DecoderPreset) -> l
 
 
 def run(args: argparse.Namespace) -> int:
-
     preset = PRESETS[args.preset]
     cfg = train_config_from_args(preset.train, args)
     by_level = _shared_noise_by_level(args, preset)

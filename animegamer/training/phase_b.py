@@ -76,7 +76,6 @@ PRESETS: dict[str, EnginePreset] = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-
     add_train_arguments(parser, list(PRESETS), data_required=False)
     parser.add_argument("--decoder", type=Path,
                         help="phase-a `train decoder` run (or its shot_decoder/): its E_a gives the s_a targets")
@@ -160,7 +159,6 @@ def evaluate(engine, sessions: list, closed_loop: bool = False) -> dict[str, Any
 
 
 def run(args: argparse.Namespace) -> int:
-
     preset = PRESETS[args.preset]
     tcfg = train_config_from_args(preset.train, args)
     out = Path(args.out)

@@ -62,7 +62,6 @@ PRESETS: dict[str, TrainConfig] = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-
     add_train_arguments(parser, list(PRESETS))
     parser.add_argument("--engine", type=Path, required=True, help="`train engine` run dir (or its final/)")
     parser.add_argument("--decoder", type=Path, required=True,
@@ -236,7 +235,6 @@ class AdaptModule(nn.Module):
 
 
 def run(args: argparse.Namespace) -> int:
-
     if not 0.0 <= args.true_fraction < 1.0:  # before the slow part (the engine's predictions)
         raise SystemExit(f"--true-fraction must be in [0, 1), got {args.true_fraction}")
     preset = PRESETS[args.preset]

@@ -90,7 +90,6 @@ def register(sub: argparse._SubParsersAction, argv: list[str] | None = None) -> 
 
 
 def _render(args: argparse.Namespace) -> int:
-
     cfg = RenderConfig(sessions=args.sessions, turns=args.turns, seed=args.seed, height=args.height,
                        width=args.width, frames=args.frames, fps=args.fps, workers=args.workers,
                        min_turns=args.min_turns)
@@ -101,7 +100,6 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _catalog(args: argparse.Namespace) -> int:
-
     cat = catalog()
     if args.json:
         print(json.dumps(cat, indent=2))
@@ -114,7 +112,6 @@ def _catalog(args: argparse.Namespace) -> int:
 
 
 def _preview(args: argparse.Namespace) -> int:
-
     path = contact_sheet(args.data, args.out, n_shots=args.shots)
     print(f"contact sheet: {path}")
     if args.session is not None:
@@ -124,7 +121,6 @@ def _preview(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-
     out = Path(args.out)
     data = out / "data"
     if data.exists():
@@ -138,7 +134,6 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _fit_levels(args: argparse.Namespace) -> int:
-
     world = WorldDataset(args.data)
     mags = np.array([r["flow_magnitude"] for r in world.rows])
     q = MotionQuantizer.fit(mags)
@@ -153,7 +148,6 @@ def _fit_levels(args: argparse.Namespace) -> int:
 
 
 def _level_ceiling(args: argparse.Namespace) -> int:
-
     train, held = [], []
     for d in args.data:  # several worlds pool: the effects of characters and places are the same in each
         world = WorldDataset(d)
@@ -170,7 +164,6 @@ def _level_ceiling(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-
     with tempfile.TemporaryDirectory() as tmp:
         meta = render_dataset(RenderConfig(sessions=args.sessions, turns=args.turns, seed=12345,
                                            workers=args.workers), tmp)

@@ -134,7 +134,6 @@ def sweep_on_data(
 
 
 def _random_decoder(preset: str) -> ShotDecoder:
-
     ae = ShotAutoencoder(autoencoder_config(preset)).eval()
     net = DecoderNet(decoder_preset(preset, latent_channels=ae.latent_channels, adaln_zero_init=False))
     return ShotDecoder(net, ae)
