@@ -18,7 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sessions": ("animegamer.game.sessions_cli", "saved games: list, delete, export"),
     "model": ("animegamer.game.cli", "model directories: pack training runs into a playable model"),
     "world": ("animegamer.world.cli", "the synthetic anime world: render datasets, preview, catalogue"),
-    "train": ("animegamer.training.cli", "train a part: decoder (a), engine (b), adapt (c), vae, clip, action"),
+    "train": ("animegamer.training.cli", "train a part: decoder (a), engine (b), adapt (c), vae, clip, action, frames"),
     "recipe": ("animegamer.recipes.cli", "rebuild a whole model (data, every phase, pack, evaluation) from a recipe"),
     "eval": ("animegamer.evaluation.cli", "play held-out world sessions through the game and grade them"),
     "eval-decoder": ("animegamer.evaluation.cli", "decode the TRUE s_a of held-out shots and grade them"),

@@ -49,6 +49,12 @@ def tiny(tmp_path_factory):
 
     VideoMAEForVideoClassification(classifier_config("tiny", world_verbs(), 48, 64)).save_pretrained(
         root / "clip" / "final" / ACTION_DIR)
+    # and a frame classifier (who, where, when; the picture columns)
+    from animegamer.models.frame_classifier import FRAME_DIR, FrameClassifier
+    from animegamer.models.frame_classifier import PRESETS as BACKBONES
+    from animegamer.training.fit_frame_classifier import world_labels
+
+    FrameClassifier(BACKBONES["tiny"], *world_labels(), (48, 64)).save_pretrained(root / "clip" / "final" / FRAME_DIR)
     return {"model": root / "model", "clip": root / "clip", "root": root}
 
 
@@ -176,6 +182,10 @@ def test_eval_end_to_end(tiny, capsys):
         assert main_row[k] is not None, k
     assert main_row["ms_ssim"] is None  # 48-px frames are too small for it
     assert rep["summary"]["ground truth (evaluator ceiling)"]["action_acc"] is not None
+    for k in ("char_id", "place_id", "time_id", "sharpness", "fd"):  # the picture columns
+        assert main_row[k] is not None, k
+    gt = rep["summary"]["ground truth (evaluator ceiling)"]
+    assert gt["sharpness"] == pytest.approx(1.0) and abs(gt["fd"]) < 1e-3 and main_row["fd"] > 0
     assert 0 <= main_row["acc_f_pixels"] <= 1 and main_row["mae_f"] >= 0 and -1 <= main_row["clip_i"] <= 1
     # the same model dir under another name plays the same game: same numbers (seeded, greedy)
     for k in ("clip_i", "psnr", "ssim", "acc_f_engine", "mae_f", "char_acc"):

@@ -35,6 +35,8 @@ def test_tiny_recipe_saves_itself_and_grades_its_model(tiny_runs):
     assert saved["name"] == "tiny" and saved["vars"]["threads"] == "1"
     assert [s["name"] for s in saved["steps"]] == [s.name for s in load_recipe("tiny").steps]
     assert (tiny_runs / "eval" / "eval.md").is_file()
+    report = json.loads((tiny_runs / "eval" / "eval.json").read_text())
+    assert report["summary"]["AnimeGamer"]["char_id"] is not None  # the evaluator's frame classifier graded it
     calibration = json.loads((tiny_runs / "level_calibration_predicted.json").read_text())
     packed = json.loads((tiny_runs / "model" / "shot_decoder" / "shot_decoder.json").read_text())
     assert calibration["pack_argument"] and "shared_noise_by_level" in json.dumps(packed["sampler"])
@@ -95,3 +97,18 @@ def test_expand_fills_fields_and_json_values(tmp_path):
         expand("{json:{runs}/missing.json:k}", values)
     with pytest.raises(RecipeError, match="unknown field"):
         expand("{nope}", values)
+
+
+def test_eval_decoder_grades_a_packed_model_on_any_world_with_the_picture_chain(tiny_runs, tmp_path, capsys):
+    """No training run beside the decoder: eval-decoder builds the held-out cache with the decoder's own
+    encoders and reports the picture at each step (truth, autoencoder round trip, decoded)."""
+    argv = ["eval-decoder", "--decoder", str(tiny_runs / "model"), "--data", str(tiny_runs / "data" / "big"),
+            "--cache", str(tmp_path / "cache"), "--split", "test", "--n", "2", "--evaluator",
+            str(tiny_runs / "evaluator_pack"), "--out", str(tmp_path / "r.json"), "--no-progress"]
+    assert main(argv) == 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["shots"] == 2 and set(report["picture"]) == {"truth", "autoencoder", "decoded"}
+    truth = report["picture"]["truth"]
+    assert truth["sharpness"] == pytest.approx(1.0) and abs(truth["fd"]) < 1e-3
+    assert all(report["picture"][k]["char_id"] is not None for k in ("autoencoder", "decoded"))
+    assert main(argv) == 0  # the cache is reused

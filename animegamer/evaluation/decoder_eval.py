@@ -30,6 +30,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +45,11 @@ from animegamer.decoder.pipeline import ShotDecoder, frames_from_uint8, frames_t
 from animegamer.decoder.sampler import add_sampler_arguments, sampler_overrides
 from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR, Evaluator, probes
 from animegamer.evaluation.metrics import align_clips, finite_mean, motion_level_from_pixels, pixel_scores
+from animegamer.evaluation.picture import picture_summary, read_picture
 from animegamer.models.autoencoder import unpack_time
+from animegamer.models.frame_classifier import FrameClassifier
 from animegamer.training.phase_c import find_cache_dir
-from animegamer.training.shot_cache import CachedShots
+from animegamer.training.shot_cache import CACHE_FORMAT, CACHE_VERSION, CachedShots, build_cache, cache_encoders
 from animegamer.world.dataset import ShotDataset
 from animegamer.world.flow import MotionQuantizer
 from animegamer.world.preview import BG, save_png, shot_strip, stack_strips
@@ -68,6 +72,7 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
     confusion = [[0] * 5 for _ in range(5)]  # [true level - 1][level measured on the decoded pixels - 1]
     motion = {lv: {"decoded": [], "true": []} for lv in range(1, 6)}  # latent motion per requested level
     by_level = {lv: {"acc_f": [], "clip_i": [], "character": [], "place": []} for lv in range(1, 6)}  # per true level
+    chain: dict[str, list[dict[str, Any]]] = {"truth": [], "autoencoder": [], "decoded": []}  # the picture, step by step
     for i in tqdm(range(n), desc="decode true s_a", disable=not progress, dynamic_ncols=True):
         item = cache[i]
         row = rows[int(cache.tensors["index"][i])]
@@ -100,6 +105,8 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
         if len(kept) < keep:
             kept.append((row, gen))
         if evaluator is not None:
+            if evaluator.frames is not None:
+                _picture_chain(chain, evaluator.frames, decoder, gen, true, row)
             if evaluator.actions is not None:
                 out["action"].append(float(evaluator.actions.predict(gen) == row["motion"]))
             eg, et = evaluator.embed_frames(gen), evaluator.embed_frames(true)
@@ -119,7 +126,22 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
             # are the pictures lost at some levels more than at others?
             "by_true_level": {str(lv): {"shots": len(m["acc_f"])} | {k: (float(np.mean(v)) if v else None)
                                                                     for k, v in m.items()} for lv, m in by_level.items()},
+            # what a player can tell: truth, the autoencoder's round trip of it, the decoder from the true s_a
+            "picture": {k: picture_summary(rows) for k, rows in chain.items()} if chain["truth"] else None,
             **({"_shots": kept} if keep else {})}
+
+
+def _picture_chain(chain: dict[str, list[dict[str, Any]]], classifier: FrameClassifier, decoder: ShotDecoder,
+                   gen: np.ndarray, true: np.ndarray, row: dict[str, Any]) -> None:
+    """The picture columns of one shot at each step of the chain: the true frames, their autoencoder
+    round trip (the ceiling the autoencoder sets), and the frames decoded from the true s_a."""
+    truth = classifier.read_shot(true, len(row["characters"]))
+    with torch.no_grad():
+        x = frames_from_uint8(true)[None].to(decoder.device)  # (1, T, 3, H, W)
+        round_trip = frames_to_uint8(decoder.decode_latents(decoder.autoencoder.encode(x)))[0]
+    for name, frames in (("truth", true), ("autoencoder", round_trip), ("decoded", gen)):
+        g, t = align_clips(frames, true)
+        chain[name].append(read_picture(classifier, g, t, row, truth))
 
 
 def _per_frame(autoencoder, latents: torch.Tensor) -> torch.Tensor | None:
@@ -214,6 +236,29 @@ def parse_sigmas(text: str | None) -> list[float]:
     return sigmas
 
 
+def own_cache(decoder: ShotDecoder, data: str | Path, split: str, n: int, out: Path,
+              progress: bool = True) -> CachedShots:
+    """A feature cache of the first ``n`` shots of ``split`` in ``data``, encoded with the decoder's own
+    parts: f_v is the latent of its autoencoder (the latent reference), f_md the bundled text encoder.
+    For a decoder with no training run beside it (a packed model) graded on any world."""
+    ae = decoder.autoencoder
+    channels, d_v = ae.cfg.latent_channels, decoder.config.d_visual_in
+    patch = round(math.sqrt(d_v / channels))
+    if patch * patch * channels != d_v:
+        raise ValueError(f"this decoder's visual reference ({d_v} per token) is not its autoencoder's latent in "
+                         "patches; pass --cache of its training run")
+    with tempfile.TemporaryDirectory() as tmp:  # the reference encoder loads the autoencoder from a directory
+        ae.save_pretrained(Path(tmp) / "autoencoder")
+        world = json.loads((Path(data) / "meta.json").read_text())
+        meta = {"format": CACHE_FORMAT, "version": CACHE_VERSION, "split": split, "limit": n,
+                "data": str(Path(data).resolve()), "data_seed": world.get("seed"), "data_counts": world.get("counts"),
+                "clip": {"path": str(Path(tmp) / "autoencoder")}, "vae": {"path": "the decoder's own"},
+                "text_encoder": None, "n_text": decoder.config.n_text, "random_frame": False, "reference_patch": patch}
+        build_cache(ShotDataset(str(data), split, limit=n), lambda: cache_encoders(meta, ae), out, meta,
+                    progress=progress)
+    return CachedShots(out)
+
+
 def run(args: argparse.Namespace) -> int:
     sigmas = parse_sigmas(args.latent_noise)  # bad input fails before any decoding
     try:
@@ -224,7 +269,10 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     decoder = ShotDecoder.from_pretrained(resolve_decoder(args.decoder))
     decoder.sampler = dataclasses.replace(decoder.sampler, **overrides)
-    cache = CachedShots(args.cache or find_cache_dir(Path(args.decoder), "val"))
+    if args.cache and not (Path(args.cache) / "meta.json").is_file():
+        cache = own_cache(decoder, args.data, args.split, args.n, Path(args.cache), progress=not args.no_progress)
+    else:
+        cache = CachedShots(args.cache or find_cache_dir(Path(args.decoder), "val"))
     shots = ShotDataset(args.data, cache.meta["split"])
     by_shot = {r["shot"]: i for i, r in enumerate(shots.rows)}
 
@@ -255,7 +303,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--decoder", required=True, help="`train decoder` / `train adapt` run dir (or shot_decoder/)")
     p.add_argument("--data", required=True, help="the world dataset the decoder run was trained on")
-    p.add_argument("--cache", default=None, help="val feature cache (default: DECODER_RUN/cache/val_K)")
+    p.add_argument("--cache", default=None,
+                   help="feature cache of held-out shots (default: DECODER_RUN/cache/val_K); a directory that does "
+                        "not exist yet is built from --data's --split with the decoder's own encoders")
+    p.add_argument("--split", default="val", help="the split a new --cache is built from (default: %(default)s)")
     p.add_argument("--evaluator", default=None, help="evaluator vision tower (default: the shipped one)")
     p.add_argument("--n", type=int, default=32, help="held-out shots (default: %(default)s)")
     p.add_argument("--out", default=None, help="JSON report path")

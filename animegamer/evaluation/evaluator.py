@@ -30,6 +30,7 @@ import torch.nn.functional as F
 
 from animegamer.core.runs import resolve_component
 from animegamer.models.action_classifier import ActionClassifier
+from animegamer.models.frame_classifier import FrameClassifier
 from animegamer.models.text_encoder import TextEncoder, TextEncoderConfig
 from animegamer.models.vision_tower import CONFIG_NAME, WEIGHTS_NAME, VisionTower
 from animegamer.training.engine_sessions import _file_hash as file_hash
@@ -72,9 +73,10 @@ class Evaluator:
     """Frozen vision tower + text encoder used only to grade shots (deterministic, no grad)."""
 
     def __init__(self, tower: Any, text: Any, path: str | None = None, weights_hash: str | None = None,
-                 batch: int = 32, actions: Any = None) -> None:
+                 batch: int = 32, actions: Any = None, frames: FrameClassifier | None = None) -> None:
         self.tower = tower.float().eval().requires_grad_(False)
         self.actions = actions  # an ActionClassifier (the "action" column), or None
+        self.frames = frames  # a FrameClassifier (the picture columns: who, where, when, FD), or None
         self.text = text
         self.path = path
         self.weights_hash = weights_hash
@@ -85,7 +87,8 @@ class Evaluator:
     def load(cls, path: str | Path, actions: str | Path | None = None) -> "Evaluator":
         """From a `train clip` run dir, its final/, or a vision_tower/ dir. The action classifier
         comes from ``actions`` (a `train action` run or its action_classifier/ dir), else from an
-        action_classifier/ beside the tower (as in the shipped weights/evaluator), else none."""
+        action_classifier/ beside the tower (as in the shipped weights/evaluator), else none; the
+        frame classifier from a frame_classifier/ beside the tower, else none."""
 
         tower_dir = resolve_component(path, CONFIG_NAME, "vision_tower")
         tower = VisionTower.from_pretrained(tower_dir)
@@ -96,8 +99,10 @@ class Evaluator:
         if actions is not None and found is None:
             raise FileNotFoundError(f"{actions}: no action classifier (config.json + model.safetensors) in it, its "
                                     "action_classifier/ or final/action_classifier/")
+        frames = FrameClassifier.find(tower_dir) or FrameClassifier.find(tower_dir.parent)
         return cls(tower, text, str(tower_dir.resolve()), _file_hash(tower_dir / WEIGHTS_NAME),
-                   actions=ActionClassifier.load(found) if found is not None else None)
+                   actions=ActionClassifier.load(found) if found is not None else None,
+                   frames=FrameClassifier.from_pretrained(frames) if frames is not None else None)
 
     @torch.no_grad()
     def embed_frames(self, frames: np.ndarray) -> torch.Tensor:
@@ -127,7 +132,9 @@ class Evaluator:
         return {"path": self.path, "weights_blake2b": self.weights_hash,
                 "text_encoder": self.text.cfg.path or "bundled all-MiniLM-L6-v2",
                 "action_classifier": ({"path": self.actions.path, "weights_blake2b": self.actions.weights_hash}
-                                      if self.actions is not None else None)}
+                                      if self.actions is not None else None),
+                "frame_classifier": ({"characters": self.frames.characters, "places": self.frames.places}
+                                     if self.frames is not None else None)}
 
 
 # -- zero-shot probes from a world turn row ---------------------------------------------------------

@@ -21,6 +21,7 @@ from animegamer.core.atomic_io import atomic_write_path, write_json, write_text
 from animegamer.core.video_io import read_video
 from animegamer.evaluation.evaluator import Evaluator
 from animegamer.evaluation.metrics import align_clips, finite_mean
+from animegamer.evaluation.picture import picture_summary
 from animegamer.evaluation.systems import SystemResult, jsonable
 from animegamer.world.dataset import WorldDataset
 from animegamer.world.preview import BG, FG, _font, save_png, shot_strip
@@ -39,8 +40,14 @@ MAIN_COLUMNS = (
     ("place_acc", "place", +1, "{:.3f}"),
     ("action_acc", "action", +1, "{:.3f}"),
     ("prop_keep", "prop keep", +1, "{:.3f}"),
+    ("char_id", "character id", +1, "{:.3f}"),
+    ("place_id", "place id", +1, "{:.3f}"),
+    ("time_id", "time id", +1, "{:.3f}"),
+    ("sharpness", "sharpness vs truth", +1, "{:.3f}"),
+    ("fd", "FD", -1, "{:.1f}"),
     ("sec", "s/turn", -1, "{:.2f}"),
 )
+PICTURE_KEYS = ("char_id", "place_id", "time_id", "sharpness", "fd")  # picture_summary's, over all turns
 EXTRA_COLUMNS = (
     ("mae_states", "MAE states (points)", -1, "{:.2f}"),
     ("consec_sim", "consecutive-shot sim", 0, "{:.3f}"),
@@ -52,7 +59,7 @@ EXTRA_COLUMNS = (
     ("save_s", "store s", -1, "{:.3f}"),
 )
 UNIT_KEYS = ("clip_i", "ssim", "ms_ssim", "clip_t", "acc_f_pixels", "acc_f_engine", "char_acc", "place_acc",
-             "action_acc", "prop_keep")
+             "action_acc", "prop_keep", "char_id", "place_id", "time_id")
 
 NOT_RUN = {
     "GC (text-only context)": "a text-only engine (it predicts the caption's text features) and a caption-conditioned "
@@ -69,12 +76,14 @@ NOT_RUN = {
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Means over turns of every column (turns where a column does not apply are skipped), with
     the number of turns each mean covers."""
-    keys = [k for k, *_ in MAIN_COLUMNS + EXTRA_COLUMNS if not k.startswith("n_")]
+    keys = [k for k, *_ in MAIN_COLUMNS + EXTRA_COLUMNS if not k.startswith("n_") and k not in PICTURE_KEYS]
     out: dict[str, Any] = {"turns": len(rows), "sessions": len({r["session"] for r in rows})}
     for k in keys:
         vals = [r.get(k) for r in rows]
         out[k] = finite_mean(vals)
         out[f"n_{k}"] = sum(v is not None for v in vals)
+    out.update(picture_summary(rows))
+    out["n_picture"] = sum(r.get("char_id") is not None for r in rows)
     per_turn: dict[str, dict[str, Any]] = {}
     for t in sorted({r["turn"] for r in rows}):
         rs = [r for r in rows if r["turn"] == t]
@@ -150,6 +159,12 @@ def markdown(report: dict[str, Any]) -> str:
         "- consecutive-shot sim: evaluator cosine of consecutive shots in the same place and time of day (the truth's "
         "value is the reference). prop colour vs truth: the zero-shot prop colour equals the true one (expected near "
         "chance in closed loop: a new place's props are invisible to the model).",
+        "- character id / place id / time id: the evaluator's frame classifier (a small ResNet trained on true "
+        "frames of the evaluator's world, `animegamer train frames`) reads the generated shot's characters (the k "
+        "most likely, k = the turn's number of characters), place and time of day; each is right or wrong. The "
+        "ground-truth row is its ceiling. sharpness vs truth: mean Laplacian variance of the generated frames over "
+        "that of the true frames of the same turns (1 = as sharp). FD: Frechet distance between the frame "
+        "classifier's features of generated and true frames (lower is closer; 0 for the truth itself).",
         "- s/turn: wall seconds of `GameSession.step` (engine, sampling + decode, clip write, store), "
         f"torch threads {report['machine']['threads']}.",
         "",

@@ -48,6 +48,7 @@ from animegamer.evaluation.metrics import (
     motion_level_from_pixels,
     pixel_scores,
 )
+from animegamer.evaluation.picture import read_picture
 from animegamer.evaluation.report import write_outputs
 from animegamer.evaluation.systems import (
     GROUND_TRUTH,
@@ -145,6 +146,8 @@ class Scorer:
             return m, ctx
         if ev.actions is not None:
             m["action_acc"] = float(ev.actions.predict(g) == row["motion"])
+        if ev.frames is not None:
+            m.update(read_picture(ev.frames, g, t, row))
         eg = ev.embed_frames(g)  # (T, E)
         et = self._embed_true(row, t)
         m["clip_i"] = float((eg * et).sum(-1).mean())

@@ -20,6 +20,7 @@ PHASES: dict[str, tuple[str, str]] = {
     "vae": ("animegamer.training.fit_autoencoder", "the shot autoencoder (the decoder's latent space)"),
     "clip": ("animegamer.training.fit_vision_tower", "a CLIP-style vision tower (the evaluator's)"),
     "action": ("animegamer.training.fit_action_classifier", "the evaluator's video action classifier"),
+    "frames": ("animegamer.training.fit_frame_classifier", "the evaluator's frame classifier (who, where, when)"),
 }
 
 

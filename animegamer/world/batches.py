@@ -21,6 +21,8 @@ class ShotBatch:
     character: list[str] = field(default_factory=list)  # first character's name per shot
     place: list[str] = field(default_factory=list)  # place key per shot, e.g. "town"
     verb: list[str] = field(default_factory=list)  # motion key per shot, e.g. "run"
+    characters: list[list[str]] = field(default_factory=list)  # every character on screen, per shot
+    time: list[str] = field(default_factory=list)  # time of day per shot: day, sunset, night
 
     def to(self, device: torch.device | str) -> "ShotBatch":
         return ShotBatch(
@@ -31,6 +33,8 @@ class ShotBatch:
             character=self.character,
             place=self.place,
             verb=self.verb,
+            characters=self.characters,
+            time=self.time,
         )
 
     def __len__(self) -> int:

@@ -219,6 +219,8 @@ def collate_shots(samples: list[dict[str, Any]]) -> ShotBatch:
         character=[r["characters"][0] for r in rows],
         place=[r["place"] for r in rows],
         verb=[r["motion"] for r in rows],
+        characters=[list(r["characters"]) for r in rows],
+        time=[r["time"] for r in rows],
     )
 
 
