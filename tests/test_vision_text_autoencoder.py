@@ -1,6 +1,7 @@
 """Vision tower, frozen text encoder and shot autoencoder: shapes, determinism, save/load, packing."""
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -256,3 +257,36 @@ def test_paper_kind_cogvideox_same_interface():
         z = ae.encode(frames(1, 17, 16, 24))
         assert z.shape == (1, *ae.latent_shape(17, 16, 24)) == (1, 5, 4, 2, 3)
         assert ae.decode(z).shape == (1, 17, 3, 16, 24)
+
+
+def test_decoder_only_adversarial_fine_tune_keeps_the_latent_space(tmp_path):
+    """train vae --init AE --decoder-only --adversarial: the encoder, the latent scale and so the shot
+    decoder's latent space stay exactly; the decoder and the discriminator learn; model pack accepts
+    the result and refuses an autoencoder that encodes differently."""
+    from animegamer.cli import main
+    from animegamer.game.pack import same_latent_space
+    from animegamer.world.dataset import RenderConfig, render_dataset
+
+    world = tmp_path / "world"
+    render_dataset(RenderConfig(sessions=6, turns=1, height=48, width=72, workers=1), world, progress=False)
+    assert main(["train", "vae", "--preset", "tiny", "--data", str(world), "--out", str(tmp_path / "vae"),
+                 "--steps", "2", "--no-progress"]) == 0
+    argv = ["train", "vae", "--preset", "tiny", "--data", str(world), "--out", str(tmp_path / "sharp"), "--steps", "4",
+            "--init", str(tmp_path / "vae"), "--decoder-only", "--adversarial", "0.1", "--feature-matching", "1",
+            "--adversarial-start", "1", "--no-progress"]
+    assert main(argv) == 0
+    before = ShotAutoencoder.from_pretrained(tmp_path / "vae" / "final" / "autoencoder")
+    after = ShotAutoencoder.from_pretrained(tmp_path / "sharp" / "final" / "autoencoder")
+    a, b = before.state_dict(), after.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a if k.startswith("vae.encoder.") or k.startswith("latent_"))
+    assert any(not torch.equal(a[k], b[k]) for k in a if k.startswith("vae.decoder."))
+    assert same_latent_space(before, after) is after
+    log = [json.loads(x) for x in (tmp_path / "sharp" / "log.jsonl").read_text().splitlines()]
+    assert any("loss_d" in r for r in log)  # the discriminator joined after --adversarial-start
+    other = ShotAutoencoder.from_pretrained(tmp_path / "vae" / "final" / "autoencoder")
+    with torch.no_grad():
+        next(other.vae.encoder.parameters()).add_(1.0)
+    with pytest.raises(ValueError, match="encodes differently"):
+        same_latent_space(before, other)
+    assert main(["train", "vae", "--preset", "tiny", "--data", str(world), "--out", str(tmp_path / "x"),
+                 "--decoder-only"]) == 2  # refused with a clear message: there is no encoder to keep

@@ -13,6 +13,7 @@ DECODER_CONFIG = "shot_decoder.json"
 DECODER_WEIGHTS = "shot_decoder.safetensors"
 ENGINE_CONFIG = "engine.json"
 ENGINE_WEIGHTS = "engine.safetensors"
+AUTOENCODER_CONFIG = "autoencoder.json"
 
 
 def resolve_component(path: str | Path, config_name: str, subdir: str) -> Path:
@@ -31,6 +32,16 @@ def resolve_decoder(path: str | Path) -> Path:
     if (p / "joint").is_dir():
         p = p / "joint"
     return resolve_component(p, DECODER_CONFIG, "shot_decoder")
+
+
+def resolve_autoencoder(path: str | Path) -> Path:
+    """An autoencoder dir from a `train vae` run dir, its final/, a model dir or a shot_decoder/ dir."""
+    p = Path(path)
+    for cand in (p, p / "autoencoder", p / "final" / "autoencoder", p / "shot_decoder" / "autoencoder"):
+        if (cand / AUTOENCODER_CONFIG).is_file():
+            return cand
+    raise FileNotFoundError(f"no autoencoder ({AUTOENCODER_CONFIG}) in {p}, its autoencoder/, final/autoencoder/ "
+                            "or shot_decoder/autoencoder/")
 
 
 def resolve_engine(path: str | Path) -> Path:

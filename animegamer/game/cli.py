@@ -7,6 +7,7 @@ from pathlib import Path
 
 import torch
 
+from animegamer.core.runs import resolve_autoencoder
 from animegamer.decoder.sampler import add_sampler_arguments, sampler_overrides
 from animegamer.game.pack import model_bytes, pack_model
 from animegamer.game.session import Game
@@ -38,6 +39,9 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
     pk.add_argument("--out", required=True, help="model directory to write (replaced atomically)")
     pk.add_argument("--fp32", action="store_true", help="keep fp32 weights (default: fp16, half the size)")
     add_sampler_arguments(pk, default="the decoder run's")
+    pk.add_argument("--autoencoder", default=None, metavar="AE",
+                    help="decode with this autoencoder instead of the decoder's own: a decoder-only fine-tune of it "
+                         "(`train vae --init ... --decoder-only`; a run dir, its final/ or the autoencoder/ dir)")
     pk.add_argument("--provenance", default=None, metavar="JSON",
                     help="a JSON file (e.g. the training commands and data seeds) copied into model.json")
     pk.set_defaults(func=_pack)
@@ -49,7 +53,9 @@ def _pack(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise SystemExit(f"model pack: {e}") from None
     prov = json.loads(Path(args.provenance).read_text()) if args.provenance else None
-    out = pack_model(args.engine, args.decoder, args.out, fp16=not args.fp32, provenance=prov, sampler=sampler)
+    autoencoder = resolve_autoencoder(args.autoencoder) if args.autoencoder else None
+    out = pack_model(args.engine, args.decoder, args.out, fp16=not args.fp32, provenance=prov, sampler=sampler,
+                     autoencoder=autoencoder)
     print(f"model written to {out} ({model_bytes(out) / 1e6:.1f} MB)")
     return 0
 

@@ -23,6 +23,7 @@ from animegamer.core.checkpoint import atomic_dir, load_safetensors, save_json_a
 from animegamer.core.runs import ENGINE_WEIGHTS, resolve_decoder, resolve_engine
 from animegamer.decoder.pipeline import ShotDecoder
 from animegamer.engine.model import load_engine, save_engine
+from animegamer.models.autoencoder import ShotAutoencoder
 
 
 def _metrics(run_dir: Path) -> dict[str, Any]:
@@ -33,16 +34,21 @@ def _metrics(run_dir: Path) -> dict[str, Any]:
 
 
 def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: bool = True,
-               provenance: dict[str, Any] | None = None, sampler: dict[str, Any] | None = None) -> Path:
+               provenance: dict[str, Any] | None = None, sampler: dict[str, Any] | None = None,
+               autoencoder: str | Path | None = None) -> Path:
     """Copy the engine and shot decoder of two runs into one model directory (see module doc).
 
     ``sampler``: SamplerConfig fields that replace the ones stored with the decoder (the game's
     guidance, and the per-level noise prior and motion scale calibrated by ``calibrate-levels``).
-    model.json records them."""
+    model.json records them. ``autoencoder``: an autoencoder directory to decode with instead of the
+    decoder's own: a decoder-only fine-tune of it (`train vae --init --decoder-only`), whose encoder
+    and latent scale must be the decoder's, so the latents mean the same."""
 
     engine_dir, decoder_dir = resolve_engine(engine), resolve_decoder(decoder)
     eng = load_engine(engine_dir)
     dec = ShotDecoder.from_pretrained(decoder_dir)
+    if autoencoder is not None:
+        dec.autoencoder = same_latent_space(dec.autoencoder, ShotAutoencoder.from_pretrained(autoencoder).float())
     sampler = dict(sampler or {})
     for field in ("shared_noise_by_level", "motion_scale_by_level"):
         if sampler.get(field) is not None and not dec.config.use_motion_level:
@@ -67,6 +73,20 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
                           **({"sampler_override": sampler} if sampler else {}), **(provenance or {})},
                          tmp / "model.json")
     return Path(out)
+
+
+def same_latent_space(old: ShotAutoencoder, new: ShotAutoencoder) -> ShotAutoencoder:
+    """``new`` if it encodes exactly as ``old`` (same config, encoder weights and latent scale), else a
+    ValueError saying what differs."""
+    if old.cfg != new.cfg:
+        raise ValueError(f"the autoencoder's config differs from the decoder's ({new.cfg} vs {old.cfg})")
+    a, b = old.state_dict(), new.state_dict()
+    keys = [k for k in a if k.startswith(("vae.encoder.", "vae.quant_conv.")) or k in ("latent_scale", "latent_shift")]
+    differ = [k for k in keys if not torch.equal(a[k].float(), b[k].float())]
+    if differ:
+        raise ValueError(f"the autoencoder encodes differently from the decoder's ({len(differ)} tensors differ, e.g. "
+                         f"{differ[0]}): only a decoder-only fine-tune (train vae --init --decoder-only) fits")
+    return new
 
 
 def model_bytes(path: str | Path) -> int:

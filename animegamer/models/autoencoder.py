@@ -39,9 +39,10 @@ from animegamer.core.checkpoint import (
     save_safetensors_atomic,
     state_dict_to_dtype,
 )
+from animegamer.core.runs import AUTOENCODER_CONFIG
 
 WEIGHTS_NAME = "autoencoder.safetensors"
-CONFIG_NAME = "autoencoder.json"
+CONFIG_NAME = AUTOENCODER_CONFIG
 
 
 @dataclass

@@ -7,6 +7,13 @@ are nearly identical, so more shots beat more frames per shot), encodes, samples
 decodes. Loss = L1 + kl_weight * KL (per latent element) + edge_weight * L1 of image gradients
 (keeps outlines, eyes and small props crisp; there is no LPIPS backbone offline).
 
+``--init AE --decoder-only`` fine-tunes the decoder of a trained autoencoder with its encoder, and so
+its latent space and latent scale, frozen: the shot decoder trained on those latents keeps working
+and only the pictures it is decoded to change. ``--adversarial W`` adds a patch discriminator's
+hinge loss (weight W) and its feature matching (``--feature-matching``), the LDM / SD-VAE recipe for
+sharp decodes, from step ``--adversarial-start`` on: L1 alone regresses to the blurred mean of what
+a latent could be.
+
 After training: the EMA weights are loaded, the latent scale/shift are MEASURED on training
 shots (unit variance for the diffusion decoder), and the shipped autoencoder is written to
 --out/final/autoencoder/ (fp16) with final/metrics.json: held-out PSNR, decode time of one
@@ -20,9 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from torch import nn
+from torch.func import functional_call
 
 from animegamer.core.checkpoint import save_json_atomic
+from animegamer.core.runs import resolve_autoencoder
 from animegamer.models.autoencoder import WEIGHTS_NAME, ShotAutoencoder, autoencoder_config
 from animegamer.training.arguments import add_train_arguments, train_config_from_args
 from animegamer.training.loop import TrainConfig, train
@@ -58,15 +68,49 @@ def _image_grad(x):
     return dx, dy
 
 
+class PatchDiscriminator(nn.Module):
+    """PatchGAN (pix2pix / LDM): real-vs-decoded logits per image patch, and its feature maps."""
+
+    def __init__(self, width: int = 32) -> None:
+        super().__init__()
+        w = width
+
+        def block(cin: int, cout: int, stride: int, norm: bool = True) -> nn.Sequential:
+            layers = [nn.Conv2d(cin, cout, 4, stride, 1)] + ([nn.GroupNorm(8, cout)] if norm else [])
+            return nn.Sequential(*layers, nn.LeakyReLU(0.2))
+
+        self.blocks = nn.ModuleList([block(3, w, 2, norm=False), block(w, 2 * w, 2), block(2 * w, 4 * w, 1)])
+        self.head = nn.Conv2d(4 * w, 1, 4, 1, 1)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        feats = []
+        for b in self.blocks:
+            x = b(x)
+            feats.append(x)
+        return self.head(x), feats  # (N, 1, h, w) logits, per-block (N, C, h', w')
+
+
 class VaeModule(nn.Module):
-    """forward(ShotBatch) -> (L1 + KL + edge loss, logs) on random frames of each shot."""
+    """forward(ShotBatch) -> (L1 + KL + edge loss [+ adversarial], logs) on random frames of each shot."""
 
     def __init__(self, ae: ShotAutoencoder, frames_per_shot: int = 4, kl_weight: float = 1e-6,
-                 edge_weight: float = 0.5, crop: tuple[int, int] | None = None) -> None:
+                 edge_weight: float = 0.5, crop: tuple[int, int] | None = None, decoder_only: bool = False,
+                 adversarial: float = 0.0, feature_matching: float = 0.0, adversarial_start: int = 0) -> None:
         super().__init__()
         self.ae, self.frames_per_shot = ae, frames_per_shot
         self.kl_weight, self.edge_weight = kl_weight, edge_weight
         self.crop = tuple(crop) if crop else None
+        self.decoder_only = decoder_only
+        if decoder_only:  # the latent space stays the one the shot decoder was trained on
+            ae.vae.encoder.requires_grad_(False)
+            if ae.vae.quant_conv is not None:
+                ae.vae.quant_conv.requires_grad_(False)
+        self.adversarial, self.feature_matching, self.adversarial_start = adversarial, feature_matching, adversarial_start
+        self.disc = PatchDiscriminator() if adversarial > 0 or feature_matching > 0 else None
+        self.register_buffer("steps_seen", torch.zeros((), dtype=torch.long))  # counts training forwards
+
+    def trainable_parameters(self):
+        return [p for p in self.parameters() if p.requires_grad]
 
     def random_crops(self, x: torch.Tensor) -> torch.Tensor:
         """(N, 3, H, W) -> (N, 3, ch, cw), one random window per image. The autoencoder is fully
@@ -97,11 +141,32 @@ class VaeModule(nn.Module):
         (rdx, rdy), (xdx, xdy) = _image_grad(rec), _image_grad(x)
         edge = ((rdx - xdx).abs().mean() + (rdy - xdy).abs().mean()) / 2
         loss = l1 + self.kl_weight * kl + self.edge_weight * edge
+        logs = {"loss_l1": l1.item(), "loss_kl": kl.item(), "loss_edge": edge.item()}
+        if self.training:
+            self.steps_seen += 1
+        if self.disc is not None and int(self.steps_seen) > self.adversarial_start:
+            gan, gan_logs = self._adversarial(x, rec)
+            loss = loss + gan
+            logs.update(gan_logs)
         with torch.no_grad():
             mse = (rec.clamp(-1, 1) - x).pow(2).mean().clamp_min(1e-10)
-            psnr = 10 * torch.log10(4.0 / mse)  # peak-to-peak range 2 in [-1, 1]
-        return loss, {"loss_l1": l1.item(), "loss_kl": kl.item(), "loss_edge": edge.item(),
-                      "psnr": psnr.item()}
+            logs["psnr"] = (10 * torch.log10(4.0 / mse)).item()  # peak-to-peak range 2 in [-1, 1]
+        return loss, logs
+
+    def _adversarial(self, x: torch.Tensor, rec: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+        """The generator's terms (through a copy of the discriminator's weights that takes no gradient)
+        plus the discriminator's hinge loss on detached decodes: one optimiser step trains both sides."""
+        frozen = {k: v.detach() for k, v in self.disc.named_parameters()}
+        fake_logits, fake_feats = functional_call(self.disc, frozen, (rec,))
+        with torch.no_grad():
+            _, real_feats = functional_call(self.disc, frozen, (x,))
+        g_adv = -fake_logits.float().mean()
+        fm = sum((f.float() - r.float()).abs().mean() for f, r in zip(fake_feats, real_feats)) / len(real_feats)
+        d_real, _ = self.disc(x)
+        d_fake, _ = self.disc(rec.detach())
+        d_loss = F.relu(1.0 - d_real.float()).mean() + F.relu(1.0 + d_fake.float()).mean()
+        loss = self.adversarial * g_adv + self.feature_matching * fm + d_loss
+        return loss, {"loss_g_adv": g_adv.item(), "loss_fm": float(fm), "loss_d": d_loss.item()}
 
     def export_pretrained(self, directory: Path) -> None:
         # scale/shift are not calibrated yet here; run() rewrites this after calibration
@@ -112,16 +177,29 @@ class VaeModule(nn.Module):
                 "kl_weight": self.kl_weight, "edge_weight": self.edge_weight, "crop": self.crop}
 
 
-def build_module(preset: str) -> VaeModule:
+def build_module(preset: str, init: ShotAutoencoder | None = None, decoder_only: bool = False,
+                 adversarial: float = 0.0, feature_matching: float = 0.0, adversarial_start: int = 0) -> VaeModule:
     p = PRESETS[preset]
-    return VaeModule(ShotAutoencoder(autoencoder_config(p.autoencoder)), p.frames_per_shot, p.kl_weight,
-                     p.edge_weight, p.crop)
+    ae = init if init is not None else ShotAutoencoder(autoencoder_config(p.autoencoder))
+    return VaeModule(ae, p.frames_per_shot, p.kl_weight, p.edge_weight, p.crop, decoder_only=decoder_only,
+                     adversarial=adversarial, feature_matching=feature_matching, adversarial_start=adversarial_start)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_train_arguments(parser, list(PRESETS))
     parser.add_argument("--calib-shots", type=int, default=64, help="training shots to measure the latent scale")
     parser.add_argument("--eval-shots", type=int, default=32, help="held-out shots for PSNR")
+    parser.add_argument("--init", default=None, metavar="AE",
+                        help="start from this autoencoder (a `train vae` run, its final/, a model's shot_decoder/ or "
+                             "the autoencoder/ dir)")
+    parser.add_argument("--decoder-only", action="store_true",
+                        help="with --init: train the decoder only; the encoder, the latent space and its scale stay")
+    parser.add_argument("--adversarial", type=float, default=0.0, metavar="W",
+                        help="weight of a patch discriminator's hinge loss (0 = off)")
+    parser.add_argument("--feature-matching", type=float, default=0.0, metavar="W",
+                        help="weight of the discriminator feature-matching L1 (0 = off)")
+    parser.add_argument("--adversarial-start", type=int, default=0, metavar="N",
+                        help="training steps of reconstruction only before the discriminator's terms join")
 
 
 def psnr(a, b) -> float:
@@ -147,17 +225,21 @@ def decode_seconds(ae, latents, repeats: int = 3, bf16: bool = False) -> dict[st
     return {"wall_s": sorted(walls)[mid], "cpu_s": sorted(cpus)[mid], "threads": torch.get_num_threads()}
 
 
-def calibrate_and_evaluate(ae, data: str, calib_shots: int, eval_shots: int, limit: int | None = None) -> dict:
-    """Measure latent scale/shift on train shots (in place), then held-out PSNR and decode time."""
-
+def calibrate_and_evaluate(ae, data: str, calib_shots: int, eval_shots: int, limit: int | None = None,
+                           calibrate: bool = True) -> dict:
+    """Measure latent scale/shift on train shots (in place; not for a decoder-only fine-tune, whose
+    latent space is the one it started from), then held-out PSNR and decode time."""
     ae.eval()
     tr = ShotDataset(data, "train", limit=limit)
-    zs = []
-    with torch.no_grad():
-        for i in range(0, min(calib_shots, len(tr)), 8):
-            b = collate_shots([tr[j] for j in range(i, min(i + 8, calib_shots, len(tr)))])
-            zs.append(ae.encode_unscaled(b.frames))
-    scale, shift = ae.calibrate(torch.cat(zs))
+    if calibrate:
+        zs = []
+        with torch.no_grad():
+            for i in range(0, min(calib_shots, len(tr)), 8):
+                b = collate_shots([tr[j] for j in range(i, min(i + 8, calib_shots, len(tr)))])
+                zs.append(ae.encode_unscaled(b.frames))
+        scale, shift = ae.calibrate(torch.cat(zs))
+    else:
+        scale, shift = float(ae.latent_scale), float(ae.latent_shift)
     out: dict = {"latent_scale": scale, "latent_shift": shift}
     try:
         va = ShotDataset(data, "val")
@@ -186,13 +268,18 @@ def run(args: argparse.Namespace) -> int:
     preset = PRESETS[args.preset]
     cfg = train_config_from_args(preset.train, args)
     dataset = ShotDataset(args.data, "train", limit=args.limit)
+    if args.decoder_only and not args.init:
+        raise ValueError("--decoder-only needs --init: the trained autoencoder whose encoder stays")
+    init = ShotAutoencoder.from_pretrained(resolve_autoencoder(args.init)).float() if args.init else None
     torch.manual_seed(cfg.seed)
-    module = build_module(args.preset)
+    module = build_module(args.preset, init, args.decoder_only, args.adversarial, args.feature_matching,
+                          args.adversarial_start)
     result = train(module, dataset, collate_shots, cfg, args.out, resume=args.resume)
     final = Path(result["final_dir"])
     ae = ShotAutoencoder.from_pretrained(final / "autoencoder")  # EMA weights
     metrics = {"train": {k: result[k] for k in ("step", "loss", "seconds")}}
-    metrics["eval"] = calibrate_and_evaluate(ae, args.data, args.calib_shots, args.eval_shots, args.limit)
+    metrics["eval"] = calibrate_and_evaluate(ae, args.data, args.calib_shots, args.eval_shots, args.limit,
+                                             calibrate=not args.decoder_only)
     ae.save_pretrained(final / "autoencoder")  # now with the measured scale/shift
     metrics["eval"]["file_bytes"] = (final / "autoencoder" / WEIGHTS_NAME).stat().st_size
     save_json_atomic(metrics, final / "metrics.json")
