@@ -273,7 +273,7 @@ def test_decoder_only_adversarial_fine_tune_keeps_the_latent_space(tmp_path):
                  "--steps", "2", "--no-progress"]) == 0
     argv = ["train", "vae", "--preset", "tiny", "--data", str(world), "--out", str(tmp_path / "sharp"), "--steps", "4",
             "--init", str(tmp_path / "vae"), "--decoder-only", "--adversarial", "0.1", "--feature-matching", "1",
-            "--adversarial-start", "1", "--no-progress"]
+            "--adversarial-start", "1", "--latent-noise", "0.2", "--no-progress"]
     assert main(argv) == 0
     before = ShotAutoencoder.from_pretrained(tmp_path / "vae" / "final" / "autoencoder")
     after = ShotAutoencoder.from_pretrained(tmp_path / "sharp" / "final" / "autoencoder")

@@ -95,8 +95,10 @@ class VaeModule(nn.Module):
 
     def __init__(self, ae: ShotAutoencoder, frames_per_shot: int = 4, kl_weight: float = 1e-6,
                  edge_weight: float = 0.5, crop: tuple[int, int] | None = None, decoder_only: bool = False,
-                 adversarial: float = 0.0, feature_matching: float = 0.0, adversarial_start: int = 0) -> None:
+                 adversarial: float = 0.0, feature_matching: float = 0.0, adversarial_start: int = 0,
+                 latent_noise: float = 0.0) -> None:
         super().__init__()
+        self.latent_noise = latent_noise
         self.ae, self.frames_per_shot = ae, frames_per_shot
         self.kl_weight, self.edge_weight = kl_weight, edge_weight
         self.crop = tuple(crop) if crop else None
@@ -134,7 +136,13 @@ class VaeModule(nn.Module):
         x = frames[torch.arange(b)[:, None], idx.to(frames.device)].flatten(0, 1)  # (B*k, 3, H, W)
         x = self.random_crops(x).contiguous(memory_format=torch.channels_last)  # (B*k, 3, ch, cw)
         post = self.ae.vae.encode(x).latent_dist
-        rec = self.ae.vae.decode(post.sample()).sample.float()  # (B*k, 3, H, W)
+        z = post.sample()  # (B*k, C, h, w) raw latents
+        if self.training and self.latent_noise > 0:
+            # the shot decoder's latents are near the encoder's, not on them: noise of up to latent_noise
+            # (in the unit-variance space it samples in) teaches the decoder to draw a clean frame anyway
+            std = torch.rand(z.shape[0], 1, 1, 1, device=z.device) * self.latent_noise / self.ae.latent_scale
+            z = z + std * torch.randn_like(z)
+        rec = self.ae.vae.decode(z).sample.float()  # (B*k, 3, H, W)
         l1 = (rec - x).abs().mean()
         mean, logvar = post.mean.float(), post.logvar.float()
         kl = 0.5 * (mean.pow(2) + logvar.exp() - 1.0 - logvar).mean()
@@ -174,15 +182,19 @@ class VaeModule(nn.Module):
 
     def config_dict(self) -> dict:
         return {"autoencoder": self.ae.cfg.to_dict(), "frames_per_shot": self.frames_per_shot,
-                "kl_weight": self.kl_weight, "edge_weight": self.edge_weight, "crop": self.crop}
+                "kl_weight": self.kl_weight, "edge_weight": self.edge_weight, "crop": self.crop,
+                "decoder_only": self.decoder_only, "adversarial": self.adversarial,
+                "feature_matching": self.feature_matching, "latent_noise": self.latent_noise}
 
 
 def build_module(preset: str, init: ShotAutoencoder | None = None, decoder_only: bool = False,
-                 adversarial: float = 0.0, feature_matching: float = 0.0, adversarial_start: int = 0) -> VaeModule:
+                 adversarial: float = 0.0, feature_matching: float = 0.0, adversarial_start: int = 0,
+                 latent_noise: float = 0.0) -> VaeModule:
     p = PRESETS[preset]
     ae = init if init is not None else ShotAutoencoder(autoencoder_config(p.autoencoder))
     return VaeModule(ae, p.frames_per_shot, p.kl_weight, p.edge_weight, p.crop, decoder_only=decoder_only,
-                     adversarial=adversarial, feature_matching=feature_matching, adversarial_start=adversarial_start)
+                     adversarial=adversarial, feature_matching=feature_matching, adversarial_start=adversarial_start,
+                     latent_noise=latent_noise)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -200,6 +212,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="weight of the discriminator feature-matching L1 (0 = off)")
     parser.add_argument("--adversarial-start", type=int, default=0, metavar="N",
                         help="training steps of reconstruction only before the discriminator's terms join")
+    parser.add_argument("--latent-noise", type=float, default=0.0, metavar="S",
+                        help="decode latents with Gaussian noise of a random std up to S (unit-variance latent units) "
+                             "added, so the decoder learns to draw clean frames from imperfect latents (0 = off)")
 
 
 def psnr(a, b) -> float:
@@ -273,7 +288,7 @@ def run(args: argparse.Namespace) -> int:
     init = ShotAutoencoder.from_pretrained(resolve_autoencoder(args.init)).float() if args.init else None
     torch.manual_seed(cfg.seed)
     module = build_module(args.preset, init, args.decoder_only, args.adversarial, args.feature_matching,
-                          args.adversarial_start)
+                          args.adversarial_start, args.latent_noise)
     result = train(module, dataset, collate_shots, cfg, args.out, resume=args.resume)
     final = Path(result["final_dir"])
     ae = ShotAutoencoder.from_pretrained(final / "autoencoder")  # EMA weights
