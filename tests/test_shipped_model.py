@@ -29,3 +29,24 @@ def test_shipped_model_plays_two_turns_and_reopens(tmp_path):
     again = Game.load(store=tmp_path / "saves").open_session(session.id)
     assert [h.instruction for h in again.history()] == [h.instruction for h in session.history()]
     assert all(torch.equal(a.s_a, b.s_a) for a, b in zip(again.history(), session.history()))
+
+
+def test_shipped_evaluator_names_who_where_and_when_in_true_shots():
+    """The evaluator's frame classifier (the picture columns' instrument) reads freshly rendered true
+    shots of a world it never saw: it must name the characters, place and time of nearly all."""
+    from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR
+    from animegamer.models.frame_classifier import FrameClassifier
+    from animegamer.world.shot import render_action
+
+    clf = FrameClassifier.from_pretrained(FrameClassifier.find(DEFAULT_EVALUATOR))
+    cases = [(("Qiqi",), "run", "quickly", "town", "day"), (("Ren",), "sit", "calmly", "beach", "night"),
+             (("Sora",), "walk", "slowly", "forest", "sunset"), (("Hana",), "wave", "happily", "meadow", "day"),
+             (("Kaito",), "jump", "energetically", "station", "day"), (("Yuki",), "read", "calmly", "bedroom", "night"),
+             (("Aiko",), "dance", "happily", "countryside", "sunset"), (("Jun",), "eat", "gently", "town", "night")]
+    right = {"characters": 0, "place": 0, "time": 0}
+    for i, (chars, verb, adverb, place, time) in enumerate(cases):
+        seen = clf.read_shot(render_action(chars, verb, adverb, place, time, seed=100 + i), len(chars))
+        right["characters"] += seen["characters"] == sorted(chars)
+        right["place"] += seen["place"] == place
+        right["time"] += seen["time"] == time
+    assert all(n >= len(cases) - 1 for n in right.values()), right

@@ -174,7 +174,7 @@ class VaeModule(nn.Module):
         d_fake, _ = self.disc(rec.detach())
         d_loss = F.relu(1.0 - d_real.float()).mean() + F.relu(1.0 + d_fake.float()).mean()
         loss = self.adversarial * g_adv + self.feature_matching * fm + d_loss
-        return loss, {"loss_g_adv": g_adv.item(), "loss_fm": float(fm), "loss_d": d_loss.item()}
+        return loss, {"loss_g_adv": g_adv.item(), "loss_fm": float(fm.detach()), "loss_d": d_loss.item()}
 
     def export_pretrained(self, directory: Path) -> None:
         # scale/shift are not calibrated yet here; run() rewrites this after calibration
