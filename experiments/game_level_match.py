@@ -16,13 +16,16 @@ from pathlib import Path
 import numpy as np
 
 COLUMNS = {"clip_i": "CLIP-I", "clip_t": "CLIP-T", "acc_f_pixels": "ACC-F px", "char_acc": "character",
-           "place_acc": "place", "action_acc": "action", "prop_keep": "prop keep", "match": "decoded = engine's"}
+           "place_acc": "place", "action_acc": "action", "prop_keep": "prop keep", "match": "decoded = engine's",
+           "char_id": "character id", "place_id": "place id", "time_id": "time id", "sharp_ratio": "sharpness"}
 
 
 def load(path: Path) -> dict[tuple[int, int], dict]:
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     for r in rows:
         r["match"] = float(r["ml_pixels"] == r["ml_engine"])
+        if r.get("sharp") is not None and r.get("sharp_true"):
+            r["sharp_ratio"] = r["sharp"] / r["sharp_true"]  # the picture columns, where the evaluator has them
     return {(r["session"], r["turn"]): r for r in rows}
 
 

@@ -220,7 +220,7 @@ def collate_shots(samples: list[dict[str, Any]]) -> ShotBatch:
         place=[r["place"] for r in rows],
         verb=[r["motion"] for r in rows],
         characters=[list(r["characters"]) for r in rows],
-        time=[r["time"] for r in rows],
+        time=[r.get("time", "") for r in rows],  # "" where a dataset does not know it
     )
 
 
