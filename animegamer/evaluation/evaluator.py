@@ -73,10 +73,12 @@ class Evaluator:
     """Frozen vision tower + text encoder used only to grade shots (deterministic, no grad)."""
 
     def __init__(self, tower: Any, text: Any, path: str | None = None, weights_hash: str | None = None,
-                 batch: int = 32, actions: Any = None, frames: FrameClassifier | None = None) -> None:
+                 batch: int = 32, actions: Any = None, frames: FrameClassifier | None = None,
+                 frames_hash: str | None = None) -> None:
         self.tower = tower.float().eval().requires_grad_(False)
         self.actions = actions  # an ActionClassifier (the "action" column), or None
         self.frames = frames  # a FrameClassifier (the picture columns: who, where, when, FD), or None
+        self.frames_hash = frames_hash
         self.text = text
         self.path = path
         self.weights_hash = weights_hash
@@ -102,7 +104,8 @@ class Evaluator:
         frames = FrameClassifier.find(tower_dir) or FrameClassifier.find(tower_dir.parent)
         return cls(tower, text, str(tower_dir.resolve()), _file_hash(tower_dir / WEIGHTS_NAME),
                    actions=ActionClassifier.load(found) if found is not None else None,
-                   frames=FrameClassifier.from_pretrained(frames) if frames is not None else None)
+                   frames=FrameClassifier.from_pretrained(frames) if frames is not None else None,
+                   frames_hash=FrameClassifier.weights_hash(frames) if frames is not None else None)
 
     @torch.no_grad()
     def embed_frames(self, frames: np.ndarray) -> torch.Tensor:
@@ -133,7 +136,7 @@ class Evaluator:
                 "text_encoder": self.text.cfg.path or "bundled all-MiniLM-L6-v2",
                 "action_classifier": ({"path": self.actions.path, "weights_blake2b": self.actions.weights_hash}
                                       if self.actions is not None else None),
-                "frame_classifier": ({"characters": self.frames.characters, "places": self.frames.places}
+                "frame_classifier": ({"weights_blake2b": self.frames_hash, "characters": self.frames.characters}
                                      if self.frames is not None else None)}
 
 

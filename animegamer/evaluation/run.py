@@ -262,7 +262,8 @@ def _fingerprint(spec: SystemSpec, world: "WorldDataset", sessions: list[list[di
     return {"model": _model_stamp(spec.model), "window": spec.window, "world": str(world.root.resolve()),
             "world_seed": world.meta.get("seed"), "sessions": [s[0]["session"] for s in sessions],
             "turns": [len(s) for s in sessions], "evaluator": evaluator.weights_hash if evaluator else None,
-            "actions": evaluator.actions.weights_hash if evaluator and evaluator.actions else None, "version": 2}
+            "actions": evaluator.actions.weights_hash if evaluator and evaluator.actions else None,
+            "frames": evaluator.frames_hash if evaluator and evaluator.frames else None, "version": 3}
 
 
 def _load_cached(out: Path, spec: SystemSpec, fp: dict) -> list[dict[str, Any]] | None:
