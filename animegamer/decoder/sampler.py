@@ -179,29 +179,27 @@ def sample(
 
 
 # The sampler's command-line options, one declaration for every command that sets them (`model pack`
-# stores them with a model; `eval-decoder` and `calibrate-levels` sample with them): field -> option.
-SAMPLER_OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
-    "guidance": (("--guidance",), "CFG scale"),
-    "motion_guidance": (("--motion-guidance",), "CFG scale of the frame-to-frame part of the guidance, apart from "
-                                                "--guidance (none = plain CFG)"),
-    "steps": (("--sample-steps", "--steps"), "sampler steps"),
-    "shared_noise_by_level": (("--sample-shared-noise",), "per-level shared-noise fractions R1,...,R5 to sample "
-                                                          "with (`animegamer calibrate-levels sweep`)"),
-    "motion_scale_by_level": (("--sample-motion-scale",), "per-level scale S1,...,S5 of the sampled latents' "
-                                                          "frame-to-frame part (`calibrate-levels sweep --knob "
-                                                          "motion-scale`)"),
+# stores them with a model; `eval-decoder` and `calibrate-levels` sample with them):
+# field -> (flags, type, metavar, help).
+SAMPLER_OPTIONS: dict[str, tuple[tuple[str, ...], type, str | None, str]] = {
+    "guidance": (("--guidance",), float, None, "CFG scale"),
+    "motion_guidance": (("--motion-guidance",), float, None, "CFG scale of the frame-to-frame part of the guidance, "
+                                                             "apart from --guidance (none = plain CFG)"),
+    "steps": (("--sample-steps", "--steps"), int, None, "sampler steps"),
+    "shared_noise_by_level": (("--sample-shared-noise",), str, "R1,...,R5",
+                              "per-level shared-noise fractions to sample with (`animegamer calibrate-levels sweep`)"),
+    "motion_scale_by_level": (("--sample-motion-scale",), str, "S1,...,S5",
+                              "per-level scale of the sampled latents' frame-to-frame part (`calibrate-levels sweep "
+                              "--knob motion-scale`)"),
 }
-_OPTION_TYPES = {"guidance": float, "motion_guidance": float, "steps": int, "shared_noise_by_level": str,
-                 "motion_scale_by_level": str}
 
 
 def add_sampler_arguments(parser: argparse.ArgumentParser, fields: tuple[str, ...] = tuple(SAMPLER_OPTIONS),
                           default: str = "the decoder's own") -> None:
     """Declare the sampler options ``fields`` on ``parser``; each defaults to ``default``."""
     for name in fields:
-        flags, doc = SAMPLER_OPTIONS[name]
-        metavar = {"shared_noise_by_level": "R1,...,R5", "motion_scale_by_level": "S1,...,S5"}.get(name)
-        parser.add_argument(*flags, dest=f"sampler_{name}", type=_OPTION_TYPES[name], default=None, metavar=metavar,
+        flags, kind, metavar, doc = SAMPLER_OPTIONS[name]
+        parser.add_argument(*flags, dest=f"sampler_{name}", type=kind, default=None, metavar=metavar,
                             help=f"{doc} (default: {default})")
 
 
@@ -209,7 +207,7 @@ def sampler_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The SamplerConfig fields the sampler options on the command line set. A malformed per-level
     list raises ValueError naming its option; the values are checked where they are applied."""
     out: dict[str, Any] = {}
-    for name, (flags, _) in SAMPLER_OPTIONS.items():
+    for name, (flags, *_) in SAMPLER_OPTIONS.items():
         value = getattr(args, f"sampler_{name}", None)
         if value is None:
             continue

@@ -31,7 +31,6 @@ import argparse
 import dataclasses
 import json
 import math
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +47,10 @@ from animegamer.evaluation.metrics import align_clips, finite_mean, motion_level
 from animegamer.evaluation.picture import picture_summary, read_picture
 from animegamer.models.autoencoder import unpack_time
 from animegamer.models.frame_classifier import FrameClassifier
+from animegamer.models.text_encoder import TextEncoder, TextEncoderConfig
+from animegamer.representation.reference_encoder import LatentReference
 from animegamer.training.phase_c import find_cache_dir
-from animegamer.training.shot_cache import CACHE_FORMAT, CACHE_VERSION, CachedShots, build_cache, cache_encoders
+from animegamer.training.shot_cache import CACHE_FORMAT, CACHE_VERSION, CachedShots, build_cache
 from animegamer.world.dataset import ShotDataset
 from animegamer.world.flow import MotionQuantizer
 from animegamer.world.preview import BG, save_png, shot_strip, stack_strips
@@ -139,7 +140,8 @@ def _picture_chain(chain: dict[str, list[dict[str, Any]]], classifier: FrameClas
     with torch.no_grad():
         x = frames_from_uint8(true)[None].to(decoder.device)  # (1, T, 3, H, W)
         round_trip = frames_to_uint8(decoder.decode_latents(decoder.autoencoder.encode(x)))[0]
-    for name, frames in (("truth", true), ("autoencoder", round_trip), ("decoded", gen)):
+    chain["truth"].append(read_picture(classifier, true, true, row, truth, truth))
+    for name, frames in (("autoencoder", round_trip), ("decoded", gen)):
         g, t = align_clips(frames, true)
         chain[name].append(read_picture(classifier, g, t, row, truth))
 
@@ -247,15 +249,17 @@ def own_cache(decoder: ShotDecoder, data: str | Path, split: str, n: int, out: P
     if patch * patch * channels != d_v:
         raise ValueError(f"this decoder's visual reference ({d_v} per token) is not its autoencoder's latent in "
                          "patches; pass --cache of its training run")
-    with tempfile.TemporaryDirectory() as tmp:  # the reference encoder loads the autoencoder from a directory
-        ae.save_pretrained(Path(tmp) / "autoencoder")
-        world = json.loads((Path(data) / "meta.json").read_text())
-        meta = {"format": CACHE_FORMAT, "version": CACHE_VERSION, "split": split, "limit": n,
-                "data": str(Path(data).resolve()), "data_seed": world.get("seed"), "data_counts": world.get("counts"),
-                "clip": {"path": str(Path(tmp) / "autoencoder")}, "vae": {"path": "the decoder's own"},
-                "text_encoder": None, "n_text": decoder.config.n_text, "random_frame": False, "reference_patch": patch}
-        build_cache(ShotDataset(str(data), split, limit=n), lambda: cache_encoders(meta, ae), out, meta,
-                    progress=progress)
+    world = json.loads((Path(data) / "meta.json").read_text())
+    meta = {"format": CACHE_FORMAT, "version": CACHE_VERSION, "split": split, "limit": n,
+            "data": str(Path(data).resolve()), "data_seed": world.get("seed"), "data_counts": world.get("counts"),
+            "clip": {"path": "the decoder's own autoencoder"}, "vae": {"path": "the decoder's own autoencoder"},
+            "text_encoder": None, "n_text": decoder.config.n_text, "random_frame": False, "reference_patch": patch}
+
+    def encoders() -> dict:
+        return {"tower": LatentReference(ae, patch), "text": TextEncoder(TextEncoderConfig(n_text=meta["n_text"])),
+                "ae": ae}
+
+    build_cache(ShotDataset(str(data), split, limit=n), encoders, out, meta, progress=progress)
     return CachedShots(out)
 
 

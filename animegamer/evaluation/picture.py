@@ -50,11 +50,13 @@ def _spread(features: Any, n: int = FEATURE_FRAMES) -> list[list[float]]:
 
 
 def read_picture(classifier: FrameClassifier, gen: np.ndarray, true: np.ndarray, row: dict[str, Any],
-                 true_reading: dict[str, Any] | None = None) -> dict[str, Any]:
+                 true_reading: dict[str, Any] | None = None,
+                 gen_reading: dict[str, Any] | None = None) -> dict[str, Any]:
     """The picture columns of one turn: is each of characters / place / time read right from the
     generated frames, both shots' sharpness, and a few frames' features of each for the Frechet
-    distance. ``true_reading``: ``read_shot`` of ``true`` when the caller has it already."""
-    seen = classifier.read_shot(gen, len(row["characters"]))
+    distance. ``true_reading`` / ``gen_reading``: ``read_shot`` of ``true`` / ``gen`` when the caller
+    has it already."""
+    seen = gen_reading or classifier.read_shot(gen, len(row["characters"]))
     truth = true_reading or classifier.read_shot(true, len(row["characters"]))
     return {"char_id": float(seen["characters"] == sorted(row["characters"])),
             "place_id": float(seen["place"] == row["place"]), "time_id": float(seen["time"] == row["time"]),

@@ -119,6 +119,7 @@ class Scorer:
         self.evaluator = evaluator
         self.quantizer = MotionQuantizer.load()
         self._true_emb: dict[tuple[str, int], torch.Tensor] = {}
+        self._true_read: dict[tuple[str, int], dict[str, Any]] = {}  # the frame classifier's reading
 
     def true_frames(self, row: dict[str, Any]) -> np.ndarray:
         return self.world.frames(row)
@@ -147,7 +148,10 @@ class Scorer:
         if ev.actions is not None:
             m["action_acc"] = float(ev.actions.predict(g) == row["motion"])
         if ev.frames is not None:
-            m.update(read_picture(ev.frames, g, t, row))
+            key = (row["shot"], len(t))
+            if key not in self._true_read:
+                self._true_read[key] = ev.frames.read_shot(t, len(row["characters"]))
+            m.update(read_picture(ev.frames, g, t, row, self._true_read[key]))
         eg = ev.embed_frames(g)  # (T, E)
         et = self._embed_true(row, t)
         m["clip_i"] = float((eg * et).sum(-1).mean())

@@ -176,11 +176,12 @@ def _copy(step: Step, values: dict[str, Any]) -> None:
         s, d = Path(expand(src, values)), Path(expand(dst, values))
         if not s.exists():
             raise RecipeError(f"step {step.name!r}: {s} is missing")
+        target = d / s.name if dst.endswith("/") else d  # "dir/": into it, under the source's name
         if s.is_dir():
-            shutil.copytree(s, d / s.name if dst.endswith("/") else d, dirs_exist_ok=True)
+            shutil.copytree(s, target, dirs_exist_ok=True)
         else:
-            d.mkdir(parents=True, exist_ok=True) if dst.endswith("/") else d.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(s, d / s.name if dst.endswith("/") else d)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(s, target)
 
 
 def _link(step: Step, values: dict[str, Any]) -> None:

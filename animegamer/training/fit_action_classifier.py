@@ -22,14 +22,13 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 from transformers import VideoMAEForVideoClassification
 
 from animegamer.core.checkpoint import save_json_atomic
 from animegamer.models.action_classifier import ACTION_DIR, ActionClassifier, classifier_config, pick_frames
 from animegamer.training.arguments import add_train_arguments, train_config_from_args
 from animegamer.training.loop import TrainConfig, train
-from animegamer.world.dataset import ShotDataset, collate_shots
+from animegamer.world.dataset import ShotDataset, collate_shots, heldout_shots
 from animegamer.world.motion_catalog import load_motions
 
 
@@ -93,15 +92,9 @@ def evaluate(classifier, data: str, progress: bool = True) -> dict:
     """Accuracy of ``classifier`` on the held-out (val + test) TRUE shots of ``data``."""
 
     rows, hits = [], []
-    for split in ("val", "test"):
-        try:
-            ds = ShotDataset(data, split)
-        except ValueError:
-            continue
-        for i in tqdm(range(len(ds)), desc=f"action {split}", disable=not progress, dynamic_ncols=True):
-            item = ds[i]
-            rows.append(item["row"]["motion"])
-            hits.append(classifier.predict(item["frames"].numpy()) == item["row"]["motion"])
+    for item in heldout_shots(data, "action", progress):
+        rows.append(item["row"]["motion"])
+        hits.append(classifier.predict(item["frames"].numpy()) == item["row"]["motion"])
     if not rows:
         raise ValueError(f"{data}: no val or test shots to evaluate the action classifier on")
     per_verb = {v: sum(h for r, h in zip(rows, hits) if r == v) / n for v, n in sorted(Counter(rows).items())}

@@ -109,7 +109,8 @@ class VaeModule(nn.Module):
                 ae.vae.quant_conv.requires_grad_(False)
         self.adversarial, self.feature_matching, self.adversarial_start = adversarial, feature_matching, adversarial_start
         self.disc = PatchDiscriminator() if adversarial > 0 or feature_matching > 0 else None
-        self.register_buffer("steps_seen", torch.zeros((), dtype=torch.long))  # counts training forwards
+        if self.disc is not None:  # when the discriminator joins: counted here, resumed with the run
+            self.register_buffer("steps_seen", torch.zeros((), dtype=torch.long))
 
     def trainable_parameters(self):
         return [p for p in self.parameters() if p.requires_grad]
@@ -150,7 +151,7 @@ class VaeModule(nn.Module):
         edge = ((rdx - xdx).abs().mean() + (rdy - xdy).abs().mean()) / 2
         loss = l1 + self.kl_weight * kl + self.edge_weight * edge
         logs = {"loss_l1": l1.item(), "loss_kl": kl.item(), "loss_edge": edge.item()}
-        if self.training:
+        if self.disc is not None and self.training:
             self.steps_seen += 1
         if self.disc is not None and int(self.steps_seen) > self.adversarial_start:
             gan, gan_logs = self._adversarial(x, rec)

@@ -25,7 +25,6 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm.auto import tqdm
 
 from animegamer.core.checkpoint import save_json_atomic
 from animegamer.models.frame_classifier import FRAME_DIR, FrameClassifier
@@ -34,7 +33,7 @@ from animegamer.training.arguments import add_train_arguments, train_config_from
 from animegamer.training.loop import TrainConfig, train
 from animegamer.world.batches import ShotBatch
 from animegamer.world.cast import load_cast
-from animegamer.world.dataset import ShotDataset, collate_shots
+from animegamer.world.dataset import ShotDataset, collate_shots, heldout_shots
 from animegamer.world.place_art import TIMES, load_places
 
 
@@ -150,18 +149,12 @@ def evaluate(classifier: FrameClassifier, data: str, progress: bool = True) -> d
     """How often ``classifier`` names the characters, the place and the time of the held-out (val +
     test) TRUE shots of ``data``, reading each whole shot."""
     hits: dict[str, list[float]] = {"character": [], "place": [], "time": []}
-    for split in ("val", "test"):
-        try:
-            ds = ShotDataset(data, split)
-        except ValueError:
-            continue
-        for i in tqdm(range(len(ds)), desc=f"frames {split}", disable=not progress, dynamic_ncols=True):
-            item = ds[i]
-            row = item["row"]
-            seen = classifier.read_shot(item["frames"].numpy(), len(row["characters"]))
-            hits["character"].append(float(seen["characters"] == sorted(row["characters"])))
-            hits["place"].append(float(seen["place"] == row["place"]))
-            hits["time"].append(float(seen["time"] == row["time"]))
+    for item in heldout_shots(data, "frames", progress):
+        row = item["row"]
+        seen = classifier.read_shot(item["frames"].numpy(), len(row["characters"]))
+        hits["character"].append(float(seen["characters"] == sorted(row["characters"])))
+        hits["place"].append(float(seen["place"] == row["place"]))
+        hits["time"].append(float(seen["time"] == row["time"]))
     if not hits["character"]:
         raise ValueError(f"{data}: no val or test shots to evaluate the frame classifier on")
     return {"heldout_shots": len(hits["character"]), **{k: sum(v) / len(v) for k, v in hits.items()}}

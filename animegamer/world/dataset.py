@@ -224,6 +224,18 @@ def collate_shots(samples: list[dict[str, Any]]) -> ShotBatch:
     )
 
 
+def heldout_shots(root: str | os.PathLike, desc: str, progress: bool = True) -> Iterator[dict[str, Any]]:
+    """Every shot of the val and test splits a world has ({"frames", "row"}, loaded one at a time):
+    what an evaluator's fit is graded on."""
+    for split in ("val", "test"):
+        try:
+            ds = ShotDataset(root, split)
+        except ValueError:  # the world has no shot of this split
+            continue
+        for i in tqdm(range(len(ds)), desc=f"{desc} {split}", disable=not progress, dynamic_ncols=True):
+            yield ds[i]
+
+
 class SessionDataset(torch.utils.data.Dataset):
     """One item per session: its rows in turn order (frames loaded on demand via .world)."""
 
