@@ -202,7 +202,7 @@ def test_pack_makes_a_playable_fp16_model(runs, tmp_path):
         bad.func(bad)
     bad = parser.parse_args(["model", "pack", "--engine", str(root / "engine"), "--decoder", str(root / "decoder"),
                              "--out", str(out), "--sample-steps", "0"])
-    with pytest.raises(ValueError, match="steps must be >= 1"):
+    with pytest.raises(SystemExit, match="model pack: .*steps must be >= 1"):
         bad.func(bad)
     assert ShotDecoder.from_pretrained(out / "shot_decoder").sampler == stored  # the old model stays
 

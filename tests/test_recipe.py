@@ -37,9 +37,12 @@ def test_tiny_recipe_saves_itself_and_grades_its_model(tiny_runs):
     assert (tiny_runs / "eval" / "eval.md").is_file()
     report = json.loads((tiny_runs / "eval" / "eval.json").read_text())
     assert report["summary"]["AnimeGamer"]["char_id"] is not None  # the evaluator's frame classifier graded it
-    calibration = json.loads((tiny_runs / "level_calibration_predicted.json").read_text())
+    calibration = json.loads((tiny_runs / "anchored_motion_scale.json").read_text())
     packed = json.loads((tiny_runs / "model" / "shot_decoder" / "shot_decoder.json").read_text())
-    assert calibration["pack_argument"] and "shared_noise_by_level" in json.dumps(packed["sampler"])
+    assert calibration["s_a"] == "drawn (visual anchors)" and calibration["rows"]
+    assert packed["sampler"]["motion_scale_by_level"] == [float(x) for x in calibration["pack_argument"].split(",")]
+    anchors = json.loads((tiny_runs / "model" / "shot_decoder" / "anchors" / "anchors.json").read_text())
+    assert anchors["entries"] and all(e["characters"] for e in anchors["entries"])  # the world's train shots
 
 
 def test_rerun_skips_finished_steps(tiny_runs):

@@ -26,6 +26,14 @@ def test_shipped_model_plays_two_turns_and_reopens(tmp_path):
         assert 1 <= t.motion_level <= 5 and t.frames.std() > 1.0  # a picture, not a flat frame
         assert set(t.deltas) == {"stamina", "social", "entertainment"}
     assert t2.states == {k: max(0, min(100, t1.states[k] + 5 * t2.deltas[k])) for k in t1.states}
+    # the visual anchors: a first turn is drawn from a true frame of the bank showing Qiqi alone
+    assert t1.anchor == "retrieved" and t2.anchor in ("retrieved", "continued")
+    anchors = game.decoder.anchors
+    assert anchors is not None and len(anchors) > 1000
+    n_text = game.decoder.config.n_text
+    qiqi = anchors.candidates(["Qiqi"])
+    assert all(anchors.entries[i]["characters"] == ["Qiqi"] for i in qiqi)
+    assert any(torch.allclose(t1.s_a[n_text:], anchors._tokens[i]) for i in qiqi)
     again = Game.load(store=tmp_path / "saves").open_session(session.id)
     assert [h.instruction for h in again.history()] == [h.instruction for h in session.history()]
     assert all(torch.equal(a.s_a, b.s_a) for a, b in zip(again.history(), session.history()))

@@ -11,6 +11,7 @@ directory:
     shot_decoder.safetensors       DecoderNet weights (E_a included: its zero-input output is the
                                    CFG null branch)
     autoencoder/                   the autoencoder's own save_pretrained directory
+    anchors/                       optional: the visual anchors (decoder/anchors.py) the game draws from
 written under a temporary name and renamed in one step. Version 1 (sampler settings inside the
 diffusion config) still loads.
 """
@@ -34,15 +35,18 @@ from animegamer.core.checkpoint import (
     state_dict_to_dtype,
 )
 from animegamer.core.runs import DECODER_CONFIG, DECODER_WEIGHTS
+from animegamer.decoder.anchors import Anchor, VisualAnchors
 from animegamer.decoder.diffusion import DiffusionConfig
 from animegamer.decoder.network import DecoderConfig, DecoderNet
 from animegamer.decoder.sampler import SamplerConfig, sample
+from animegamer.representation.reference_encoder import LatentReference
 
 FORMAT = "animegamer-shot-decoder"
 FORMAT_VERSION = 2
 CONFIG_NAME = DECODER_CONFIG
 WEIGHTS_NAME = DECODER_WEIGHTS
 AUTOENCODER_DIR = "autoencoder"
+ANCHORS_DIR = "anchors"
 
 
 def frames_to_uint8(frames: torch.Tensor) -> np.ndarray:
@@ -58,12 +62,13 @@ def frames_from_uint8(frames: np.ndarray) -> torch.Tensor:
 
 class ShotDecoder(nn.Module):
     def __init__(self, net: DecoderNet, autoencoder: nn.Module, diffusion: DiffusionConfig | None = None,
-                 sampler: SamplerConfig | None = None) -> None:
+                 sampler: SamplerConfig | None = None, anchors: VisualAnchors | None = None) -> None:
         super().__init__()
         self.net = net
         self.autoencoder = autoencoder
         self.diffusion = diffusion or DiffusionConfig()
         self.sampler = sampler or SamplerConfig()
+        self.anchors = anchors
         self.eval()
 
     @property
@@ -136,6 +141,35 @@ class ShotDecoder(nn.Module):
         frames = frames_to_uint8(self.decode_latents(latents, autocast))  # (B, T, H, W, 3)
         return frames[0] if single else frames
 
+    def latent_reference(self) -> LatentReference:
+        """The frame encoder that made this decoder's f_v: the autoencoder's first-frame latent in patches
+        (its patch side follows from E_a's visual input width)."""
+        c, ae = self.config, self.autoencoder
+        per_frame = ae.cfg.latent_channels
+        patch = round((c.d_visual_in / per_frame) ** 0.5)
+        if patch * patch * per_frame != c.d_visual_in or c.n_visual * patch * patch != c.latent_height * c.latent_width:
+            raise ValueError(f"this decoder's visual reference is not the autoencoder's latent in patches (f_v "
+                             f"{c.n_visual} x {c.d_visual_in}): it cannot use visual anchors")
+        return LatentReference(ae, patch)
+
+    @torch.no_grad()
+    def anchor(self, s_a: torch.Tensor, previous_frame: np.ndarray | None, previous_s_a: torch.Tensor | None,
+               characters: list[str], generator: torch.Generator | None = None) -> tuple[torch.Tensor, Anchor | None]:
+        """The s_a to draw (N, D): the engine's ``s_a`` with its visual tokens replaced by the anchor
+        (decoder/anchors.py), and the anchor; without anchors, ``s_a`` itself and None. ``previous_frame``
+        (uint8 H x W x 3) and ``previous_s_a`` (N, D): the last frame shown and the s_a it was drawn from
+        (None on a first turn)."""
+        if self.anchors is None:
+            return s_a, None
+        c = self.config
+        reference = self.latent_reference()
+        previous_tokens = previous_s_a[c.n_text:] if previous_s_a is not None else None
+        a = self.anchors.choose(s_a[c.n_text:], self.net.action_encoder, reference, previous_frame,
+                                previous_tokens, characters, generator)
+        drawn = s_a.clone().float()
+        drawn[c.n_text:] = a.tokens.to(drawn)
+        return drawn, a
+
     # -- persistence ----------------------------------------------------------------------------
     def save_pretrained(self, directory: str | Path, dtype: torch.dtype | None = None) -> Path:
         """Write the pipeline directory atomically. dtype=None keeps fp32 (exact round trip);
@@ -154,11 +188,13 @@ class ShotDecoder(nn.Module):
         with atomic_dir(directory) as tmp:
             save_safetensors_atomic(state_dict_to_dtype(self.net.state_dict(), dtype), tmp / WEIGHTS_NAME)
             ae.save_pretrained(tmp / AUTOENCODER_DIR, dtype=dtype)
+            if self.anchors is not None:
+                self.anchors.save_pretrained(tmp / ANCHORS_DIR)
             save_json_atomic(meta, tmp / CONFIG_NAME)
         return Path(directory)
 
     @classmethod
-    def from_pretrained(cls, directory: str | Path, device: str | torch.device = "cpu") -> "ShotDecoder":
+    def from_pretrained(cls, directory: str | Path, device: str | torch.device = "cpu") -> ShotDecoder:
         directory = Path(directory)
         meta = load_json(directory / CONFIG_NAME)
         if meta.get("format") != FORMAT or meta.get("format_version") not in (1, FORMAT_VERSION):
@@ -173,7 +209,9 @@ class ShotDecoder(nn.Module):
         module, _, name = meta["autoencoder_class"].partition(":")
         ae_cls = getattr(importlib.import_module(module), name)
         ae = ae_cls.from_pretrained(directory / AUTOENCODER_DIR).float()
-        return cls(net, ae, DiffusionConfig.from_dict(meta["diffusion"]), SamplerConfig.from_dict(meta["sampler"])).to(device)
+        anchors = VisualAnchors.from_pretrained(directory / ANCHORS_DIR) if (directory / ANCHORS_DIR).is_dir() else None
+        return cls(net, ae, DiffusionConfig.from_dict(meta["diffusion"]), SamplerConfig.from_dict(meta["sampler"]),
+                   anchors).to(device)
 
 
 # version 1 kept the sampler's settings in the diffusion config, under these names

@@ -30,6 +30,14 @@ suit the game: predicted s_a are smoother, and under guidance their shots move d
 (``SamplerConfig.motion_scale_by_level``) instead, the noise prior kept as the decoder
 has it; ``pack_argument`` is then the value for ``model pack --sample-motion-scale``. No noise prior
 makes the network's level-1 shots calm (docs/results/motion_guidance.md); this damps their flicker.
+
+    animegamer calibrate-levels anchored --model MODEL --data WORLD [--split train] [--sessions 24] \
+        --grid "1:0.4,1;5:1,2" --out FILE.json
+
+``anchored``: the same sweep (``--knob``, motion-scale by default) for a model with visual anchors (decoder/anchors.py), whose
+shots are drawn from real frames rather than the engine's smooth prediction and move differently. It
+plays the split's sessions closed loop through the game, keeps each turn's drawn s_a and the engine's
+level, and decodes those at each candidate value with the model's own sampler otherwise.
 """
 from __future__ import annotations
 
@@ -50,10 +58,11 @@ from animegamer.decoder.sampler import MAX_MOTION_SCALE, add_sampler_arguments
 from animegamer.engine.data import load_sessions
 from animegamer.engine.model import load_engine
 from animegamer.evaluation.metrics import motion_level_from_pixels
+from animegamer.game.session import Game, turn_seed
 from animegamer.models.autoencoder import ShotAutoencoder
 from animegamer.training.phase_c import check_same_world, predict_sessions, shot_rows
 from animegamer.training.shot_cache import CachedShots, build_cache, cache_encoders
-from animegamer.world.dataset import ShotDataset
+from animegamer.world.dataset import ShotDataset, WorldDataset
 from animegamer.world.flow import MotionQuantizer
 
 # what a sweep can choose per level -> the DiffusionConfig field it sets (ties lean to the training
@@ -213,6 +222,49 @@ def run_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def anchored_draws(game: Game, sessions: list[list[dict[str, Any]]], world_seed: int,
+                   progress: bool = True) -> tuple[list[torch.Tensor], list[int], list[Any]]:
+    """Play world sessions closed loop through ``game`` (as ``eval`` does): each turn's drawn s_a (N, D)
+    (the history keeps it: AnchorConfig.history "drawn"), the engine's level, and the turn itself."""
+    anchors = game.decoder.anchors
+    if anchors is None or anchors.config.history != "drawn":
+        raise SystemExit("calibrate-levels anchored: the model has no visual anchors that keep what was drawn "
+                         "(model pack --anchors DATA)")
+    drawn, levels, turns = [], [], []
+    for rows in tqdm(sessions, desc="play", unit="session", disable=not progress, dynamic_ncols=True):
+        game.engine.reset_cache()
+        names = list(dict.fromkeys(c for r in rows for c in r["characters"]))
+        session = game.new_session(names, seed=turn_seed(world_seed, rows[0]["session"]),
+                                   states=dict(rows[0]["states_before"]))
+        for row in rows:
+            turn = session.step(row["instruction"])
+            drawn.append(turn.s_a.float())
+            levels.append(int(turn.motion_level))
+            turns.append(turn)
+    return drawn, levels, turns
+
+
+def run_anchored(args: argparse.Namespace) -> int:
+    grid = parse_grid(args.grid, args.knob)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    world = WorldDataset(args.data)
+    sessions = world.sessions(args.split)[: args.sessions]
+    if not sessions:
+        raise SystemExit(f"calibrate-levels anchored: {args.data} has no {args.split} sessions")
+    store = Path(args.out).with_suffix("").as_posix() + "_games"
+    game = Game.load(args.model, store=store)
+    drawn, levels, _ = anchored_draws(game, sessions, int(world.meta.get("seed", 0)), progress=not args.no_progress)
+    cache = [{"motion_level": k} for k in levels]  # decoded at the ENGINE's level: the game's match
+    report = calibrate(game.decoder, cache, grid, seed=args.seed, progress=not args.no_progress,
+                       predicted=dict(enumerate(drawn)), knob=args.knob)
+    report = {"model": str(args.model), "data": str(args.data), "split": args.split, "sessions": len(sessions),
+              **report, "s_a": "drawn (visual anchors)"}
+    write_json(args.out, report)
+    print(json.dumps({k: v for k, v in report.items() if k != "rows"}, indent=1))
+    return 0
+
+
 def run_cache(args: argparse.Namespace) -> int:
     built = ensure_cache(Path(args.template_cache), Path(args.data), args.split, args.n, Path(args.cache))
     print(f"{args.cache}: {len(built)} shots of the {args.split} split")
@@ -253,6 +305,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--no-progress", action="store_true")
     s.add_argument("--out", required=True, help="JSON report")
     s.set_defaults(func=run_sweep)
+    a = sub.add_parser("anchored", help="the motion-scale sweep for a model with visual anchors, on its drawn s_a "
+                       "over a world's sessions played through the game")
+    a.add_argument("--model", required=True, help="a model directory whose decoder has visual anchors")
+    a.add_argument("--data", required=True, help="a world dataset the evaluation does not play")
+    a.add_argument("--split", default="train", help="(default: %(default)s)")
+    a.add_argument("--sessions", type=int, default=24, help="first sessions of the split (default: %(default)s)")
+    a.add_argument("--grid", required=True, metavar="K:S,S;K:S,...", help="candidate values per level")
+    a.add_argument("--knob", choices=sorted(KNOBS), default="motion-scale",
+                   help="what the grid holds (as in sweep; the other is kept as the model has it) (default: %(default)s)")
+    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--threads", type=int, default=None)
+    a.add_argument("--no-progress", action="store_true")
+    a.add_argument("--out", required=True, help="JSON report (its pack_argument: model pack --sample-motion-scale)")
+    a.set_defaults(func=run_anchored)
     c = sub.add_parser("cache", help="only build a split's feature cache (for eval-decoder --cache)")
     common(c, "val", 300)
     c.set_defaults(func=run_cache)

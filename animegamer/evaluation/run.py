@@ -77,7 +77,7 @@ def parse_ablation(text: str) -> tuple[str, str]:
 # -- held-out world ------------------------------------------------------------------------------
 def prepare_world(out: Path, data: str | Path | None, seed: int, sessions: int, turns: int, height: int = 96,
                   width: int = 144, frames: int = 17, progress: bool = True
-                  ) -> tuple["WorldDataset", list[list[dict[str, Any]]]]:
+                  ) -> tuple[WorldDataset, list[list[dict[str, Any]]]]:
     """(WorldDataset, the first ``sessions`` held-out sessions as lists of turn rows)."""
 
     if sessions < 1:
@@ -114,7 +114,7 @@ class Scorer:
     """Grades one shot against its true turn (pixels, flow, evaluator probes) and carries what
     the next turn of the session needs (shot embedding, probe answers) for prop keep."""
 
-    def __init__(self, world: "WorldDataset", evaluator: Evaluator | None) -> None:
+    def __init__(self, world: WorldDataset, evaluator: Evaluator | None) -> None:
         self.world = world
         self.evaluator = evaluator
         self.quantizer = MotionQuantizer.load()
@@ -184,7 +184,7 @@ def session_characters(rows: list[dict[str, Any]]) -> list[str]:
     return list(dict.fromkeys(c for r in rows for c in r["characters"]))
 
 
-def play_system(game: "Game", spec: SystemSpec, sessions: list[list[dict[str, Any]]], scorer: Scorer, world_seed: int,
+def play_system(game: Game, spec: SystemSpec, sessions: list[list[dict[str, Any]]], scorer: Scorer, world_seed: int,
                 progress: bool = True) -> list[dict[str, Any]]:
     """Play every session through ``game`` (GameSession.step, closed loop) and grade every turn."""
 
@@ -217,7 +217,8 @@ def play_system(game: "Game", spec: SystemSpec, sessions: list[list[dict[str, An
                     "mae_states": mean_abs_error(turn.states, row["states_after"]),
                     "deltas": dict(turn.deltas), "states": dict(turn.states), **m, "sec": sec,
                     **{k: float(v) for k, v in turn.timings.items()},
-                    "game_session": session.id, "video": str(turn.video_path),
+                    "game_session": session.id, "video": str(turn.video_path), "anchor": turn.anchor,
+                    "anchor_distance": turn.anchor_distance, "time_changed": row.get("time_changed"),
                     "frames_shape": list(turn.frames.shape),
                 })
                 bar.update(1)
@@ -262,7 +263,7 @@ def _model_stamp(model: str | None) -> dict[str, Any]:
             "files": len(files)}
 
 
-def _fingerprint(spec: SystemSpec, world: "WorldDataset", sessions: list[list[dict[str, Any]]], evaluator: Evaluator | None) -> dict:
+def _fingerprint(spec: SystemSpec, world: WorldDataset, sessions: list[list[dict[str, Any]]], evaluator: Evaluator | None) -> dict:
     return {"model": _model_stamp(spec.model), "window": spec.window, "world": str(world.root.resolve()),
             "world_seed": world.meta.get("seed"), "sessions": [s[0]["session"] for s in sessions],
             "turns": [len(s) for s in sessions], "evaluator": evaluator.weights_hash if evaluator else None,
@@ -290,7 +291,7 @@ def _save_rows(out: Path, spec: SystemSpec, fp: dict, rows: list[dict[str, Any]]
     write_json(out / "systems" / f"{slug(spec.name)}.json", {"system": spec.name, "fingerprint": fp})
 
 
-def _open_game(spec: SystemSpec, store: Path, main_models: tuple | None) -> "Game":
+def _open_game(spec: SystemSpec, store: Path, main_models: tuple | None) -> Game:
     st = SessionStore(store)
     for old in st.list_sessions():  # a replay starts from an empty store (our own directory)
         st.delete_session(old.id)

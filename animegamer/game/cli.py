@@ -42,6 +42,12 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
     pk.add_argument("--autoencoder", default=None, metavar="AE",
                     help="decode with this autoencoder instead of the decoder's own: a decoder-only fine-tune of it "
                          "(`train vae --init ... --decoder-only`; a run dir, its final/ or the autoencoder/ dir)")
+    pk.add_argument("--anchors", default=None, metavar="DATA",
+                    help="build the visual anchors the game draws from (decoder/anchors.py) from the first frames of "
+                         "this world dataset's train shots (the model's own training world)")
+    pk.add_argument("--anchor-limit", type=int, default=None, metavar="N", help="at most N anchor shots (default: all)")
+    pk.add_argument("--no-anchors", action="store_true",
+                    help="drop the decoder's visual anchors: the game draws the engine's visual tokens (the paper)")
     pk.add_argument("--provenance", default=None, metavar="JSON",
                     help="a JSON file (e.g. the training commands and data seeds) copied into model.json")
     pk.set_defaults(func=_pack)
@@ -54,8 +60,14 @@ def _pack(args: argparse.Namespace) -> int:
         raise SystemExit(f"model pack: {e}") from None
     prov = json.loads(Path(args.provenance).read_text()) if args.provenance else None
     autoencoder = resolve_autoencoder(args.autoencoder) if args.autoencoder else None
-    out = pack_model(args.engine, args.decoder, args.out, fp16=not args.fp32, provenance=prov, sampler=sampler,
-                     autoencoder=autoencoder)
+    if args.anchors and args.no_anchors:
+        raise SystemExit("model pack: --anchors and --no-anchors exclude each other")
+    try:
+        out = pack_model(args.engine, args.decoder, args.out, fp16=not args.fp32, provenance=prov, sampler=sampler,
+                         autoencoder=autoencoder, anchors=False if args.no_anchors else args.anchors,
+                         anchor_limit=args.anchor_limit)
+    except (ValueError, FileNotFoundError) as e:
+        raise SystemExit(f"model pack: {e}") from None
     print(f"model written to {out} ({model_bytes(out) / 1e6:.1f} MB)")
     return 0
 

@@ -21,6 +21,7 @@ import torch
 
 from animegamer.core.checkpoint import atomic_dir, load_safetensors, save_json_atomic, save_safetensors_atomic
 from animegamer.core.runs import ENGINE_WEIGHTS, resolve_decoder, resolve_engine
+from animegamer.decoder.anchors import VisualAnchors
 from animegamer.decoder.pipeline import ShotDecoder
 from animegamer.engine.model import load_engine, save_engine
 from animegamer.models.autoencoder import ShotAutoencoder
@@ -35,20 +36,27 @@ def _metrics(run_dir: Path) -> dict[str, Any]:
 
 def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: bool = True,
                provenance: dict[str, Any] | None = None, sampler: dict[str, Any] | None = None,
-               autoencoder: str | Path | None = None) -> Path:
+               autoencoder: str | Path | None = None, anchors: str | Path | bool | None = None,
+               anchor_limit: int | None = None) -> Path:
     """Copy the engine and shot decoder of two runs into one model directory (see module doc).
 
     ``sampler``: SamplerConfig fields that replace the ones stored with the decoder (the game's
     guidance, and the per-level noise prior and motion scale calibrated by ``calibrate-levels``).
     model.json records them. ``autoencoder``: an autoencoder directory to decode with instead of the
     decoder's own: a decoder-only fine-tune of it (`train vae --init --decoder-only`), whose encoder
-    and latent scale must be the decoder's, so the latents mean the same."""
+    and latent scale must be the decoder's, so the latents mean the same. ``anchors``: a world dataset
+    whose train shots' first frames become the decoder's visual anchors (decoder/anchors.py); False
+    drops the anchors the decoder has; None keeps them."""
 
     engine_dir, decoder_dir = resolve_engine(engine), resolve_decoder(decoder)
     eng = load_engine(engine_dir)
     dec = ShotDecoder.from_pretrained(decoder_dir)
     if autoencoder is not None:
         dec.autoencoder = same_latent_space(dec.autoencoder, ShotAutoencoder.from_pretrained(autoencoder).float())
+    if anchors is False:
+        dec.anchors = None
+    elif anchors is not None:
+        dec.anchors = VisualAnchors.build(anchors, dec.latent_reference(), limit=anchor_limit)
     sampler = dict(sampler or {})
     for field in ("shared_noise_by_level", "motion_scale_by_level"):
         if sampler.get(field) is not None and not dec.config.use_motion_level:
@@ -70,6 +78,9 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
         save_json_atomic({"engine": {"from": str(engine_dir), "metrics": _metrics(engine_dir)},
                           "shot_decoder": {"from": str(decoder_dir), "metrics": _metrics(decoder_dir.parent)},
                           "dtype": "float16" if fp16 else "float32",
+                          **({"anchors": {"from": str(anchors), "shots": len(dec.anchors),
+                                          "config": dec.anchors.config.to_dict()}}
+                             if isinstance(anchors, (str, Path)) else {}),
                           **({"sampler_override": sampler} if sampler else {}), **(provenance or {})},
                          tmp / "model.json")
     return Path(out)

@@ -31,14 +31,16 @@ import secrets
 import threading
 import time
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
 
 from animegamer.core.video_io import save_mp4
+from animegamer.decoder.anchors import named_characters
 from animegamer.decoder.pipeline import ShotDecoder
 from animegamer.engine.model import load_engine
 from animegamer.engine.sequence import TurnRecord
@@ -70,13 +72,16 @@ class Turn:
     deltas: dict[str, int]
     states: dict[str, int]
     states_before: dict[str, int]
-    s_a: torch.Tensor  # (N, D) float32: what the engine predicted; the history carries exactly this
+    s_a: torch.Tensor  # (N, D) float32: the engine's prediction, or with anchors what the shot was drawn from
+    # (AnchorConfig.history); the history carries exactly this
     seed: int
     video_path: Path
     probs: list[list[float]] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     created_at: float = 0.0
     _frames: np.ndarray | None = field(default=None, repr=False)
+    anchor: str | None = None  # where the drawn visual tokens came from (decoder/anchors.py); not saved
+    anchor_distance: float | None = None  # the anchors' gate distance (None on a first turn or without anchors)
 
     @property
     def frames(self) -> np.ndarray:
@@ -91,7 +96,7 @@ class Turn:
                           deltas=dict(self.deltas), states=dict(self.states_before))
 
     @classmethod
-    def from_row(cls, row: TurnRow) -> "Turn":
+    def from_row(cls, row: TurnRow) -> Turn:
         return cls(row.idx, row.instruction, row.motion_level, row.deltas, row.states, row.states_before,
                    row.s_a, row.seed, row.clip, row.probs, row.timings, row.created_at)
 
@@ -102,7 +107,7 @@ def turn_seed(session_seed: int, index: int) -> int:
 
 
 def _split_names(field_text: str) -> list[str]:
-    return [n.strip().strip(".").strip() for n in re.split(r",|\band\b|&", field_text, flags=re.I) if n.strip(" .")]
+    return [n.strip().strip(".").strip() for n in re.split(r",|\band\b|&", field_text, flags=re.IGNORECASE) if n.strip(" .")]
 
 
 def check_instruction(text: Any, characters: list[str], cast: list[str]) -> str:
@@ -133,7 +138,7 @@ def check_instruction(text: Any, characters: list[str], cast: list[str]) -> str:
     text = " ".join(text.split())
     in_game = {c.lower(): c for c in characters}
     known = {c.lower(): c for c in cast}
-    m = re.search(r"\bcharacters?\s*:\s*([^;]*)", text, flags=re.I)
+    m = re.search(r"\bcharacters?\s*:\s*([^;]*)", text, flags=re.IGNORECASE)
     if m:
         names = _split_names(m.group(1))
         if not names:
@@ -168,7 +173,7 @@ def check_states(states: dict[str, Any]) -> dict[str, int]:
 class GameSession:
     """One game: its characters, its turns (saved), its absolute states."""
 
-    def __init__(self, game: "Game", session_id: str, characters: list[str], seed: int,
+    def __init__(self, game: Game, session_id: str, characters: list[str], seed: int,
                  turns: list[Turn] | None = None, start_states: dict[str, int] | None = None) -> None:
         self.game = game
         self.id = session_id
@@ -207,7 +212,15 @@ class GameSession:
                                        generator=torch.Generator().manual_seed(seed))
             t1 = time.perf_counter()
             progress("drawing", 0.35)
-            frames = game.decoder(pred.s_a, motion_level=pred.motion_level,
+            anchors = game.decoder.anchors
+            last = self.turns[-1] if self.turns else None
+            # the last frame the player saw, read back from its clip, so a reopened game continues alike
+            frame = frames_of(last.video_path)[-1] if last and anchors and anchors.config.continue_from == "frame" else None
+            drawn, anchor = game.decoder.anchor(pred.s_a, frame, last.s_a if last else None,
+                                                named_characters(text, self.characters),
+                                                torch.Generator().manual_seed(seed))
+            remembered = drawn if anchors and anchors.config.history == "drawn" else pred.s_a
+            frames = game.decoder(drawn, motion_level=pred.motion_level,
                                   generator=torch.Generator().manual_seed(seed))
             t2 = time.perf_counter()
         progress("saving", 0.9)
@@ -217,7 +230,7 @@ class GameSession:
         after = apply_deltas(before, pred.deltas)
         t3 = time.perf_counter()
         timings = {"engine_s": t1 - t0, "decoder_s": t2 - t1, "clip_s": t3 - t2}
-        row = TurnRow(self.id, index, text, pred.motion_level, dict(pred.deltas), before, after, pred.s_a, seed,
+        row = TurnRow(self.id, index, text, pred.motion_level, dict(pred.deltas), before, after, remembered, seed,
                       clip, pred.probs, timings, time.time())
         try:
             store.save_turn(row)
@@ -227,6 +240,8 @@ class GameSession:
         timings["save_s"] = time.perf_counter() - t3
         turn = Turn.from_row(row)
         turn._frames = frames
+        turn.anchor = anchor.source if anchor else "engine"
+        turn.anchor_distance = anchor.distance if anchor else None
         self.turns.append(turn)
         progress("done", 1.0)
         return turn
@@ -258,12 +273,12 @@ class Game:
                              "these models were not trained together")
 
     @classmethod
-    def from_models(cls, engine, decoder, store: SessionStore | str | Path | None = None, **kw: Any) -> "Game":
+    def from_models(cls, engine, decoder, store: SessionStore | str | Path | None = None, **kw: Any) -> Game:
         return cls(engine, decoder, store, **kw)
 
     @classmethod
     def load(cls, path: str | Path | None = None, store: SessionStore | str | Path | None = None,
-             merge_lora: bool = True, **kw: Any) -> "Game":
+             merge_lora: bool = True, **kw: Any) -> Game:
         """Models from ``path`` (default: the shipped ``animegamer/weights/default``) holding
         ``engine/`` (save_engine) and ``shot_decoder/`` (ShotDecoder.save_pretrained)."""
         root = Path(path).expanduser() if path is not None else DEFAULT_WEIGHTS

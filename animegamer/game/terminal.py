@@ -7,7 +7,7 @@ instruction for the current game.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from rich.console import Console
 from rich.panel import Panel

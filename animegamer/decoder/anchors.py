@@ -1,0 +1,244 @@
+"""Visual anchors: where the visual part of s_a that the decoder draws comes from at play time.
+
+The engine regresses the next shot's first frame (the visual tokens of s_a) with MSE, so it predicts
+the average of what could come next: the place and the light right, and no one in it, because where
+the character stands and how it poses are uncertain. The decoder then draws that average faithfully
+(docs/results/picture.md). A deliberate deviation from the paper, on by default where a model ships
+an anchor bank (``ShotDecoder.anchors``), replaces the engine's visual tokens before drawing:
+
+- **continuation**: where the engine's prediction says the place and the light persist (its mean
+  visual token is within ``gate`` of the mean token of what was shown last), the shot is drawn from
+  what was shown: by default the visual tokens the previous turn was drawn from (``continue_from``
+  "anchor"), or the last frame shown, re-encoded by the shot autoencoder ("frame", image-to-video
+  continuation as the interactive world models do; it carries positions over, but the autoencoder's
+  and the decoder's losses accumulate turn after turn and it measured worse). Characters, props and
+  the place then come from real pixels, turn after turn.
+- **retrieval**: elsewhere (the first turn, a new place, a new time of day), the nearest first frame
+  of a bank of true training shots in which exactly the turn's characters appear, nearest to the
+  engine's prediction in coarse layout (the token grid pooled to ``pool``: the place and the light),
+  drawn among the ``top_k`` nearest with the turn's seed: a sample consistent with the engine's mean,
+  a non-parametric stand-in for a generative visual head.
+
+The engine's text tokens (the motion), its motion level and its state changes are kept. The history
+fed back to the engine carries the s_a each shot was drawn from (``history`` "drawn"): what the player
+saw, and real frames like the true s_a the engine was trained on. Measured: docs/results/picture.md.
+
+On disk, ``shot_decoder/anchors/``: ``anchors.json`` (format, config, each entry's characters,
+place, time and source shot) and ``anchors.safetensors`` (the entries' f_v: the autoencoder-latent
+patches of the first frame, fp16). Built by ``model pack --anchors DATA`` from the training world.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from animegamer.core.checkpoint import (
+    atomic_dir,
+    load_json,
+    load_safetensors,
+    save_json_atomic,
+    save_safetensors_atomic,
+)
+from animegamer.representation.action_encoder import ActionEncoder
+from animegamer.representation.reference_encoder import LatentReference
+from animegamer.world.dataset import WorldDataset
+
+FORMAT = "animegamer-visual-anchors"
+FORMAT_VERSION = 1
+CONFIG_NAME = "anchors.json"
+WEIGHTS_NAME = "anchors.safetensors"
+SOURCES = ("engine", "continued", "retrieved")
+
+
+@dataclass
+class AnchorConfig:
+    continuation: bool = True
+    retrieval: bool = True
+    # Relative squared distance between the mean visual tokens of the engine's prediction and of the
+    # last frame seen, below which the place and light are taken to persist (chosen on a world the
+    # evaluation never plays: experiments/continuation_probe.py).
+    gate: float = 0.1
+    # What a persisting scene continues from: "anchor", the visual tokens the previous turn was drawn
+    # from (nothing accumulates; each turn of a scene starts from the same frame), or "frame", the last
+    # frame shown, re-encoded (positions carry over; the autoencoder's and decoder's losses accumulate).
+    continue_from: str = "anchor"
+    # What the engine's history carries: "drawn", the s_a the shot was drawn from (what the player saw,
+    # and real frames like the true s_a the engine was trained on), or "engine", its own prediction.
+    history: str = "drawn"
+    top_k: int = 2  # retrieval draws among this many nearest entries (seeded: the same turn, the same frame)
+    pool: tuple[int, int] = (3, 3)  # the coarse layout retrieval compares: token grid pooled to rows x cols
+
+    def __post_init__(self) -> None:
+        self.pool = tuple(int(p) for p in self.pool)  # JSON gives a list
+        if self.gate <= 0:
+            raise ValueError(f"AnchorConfig.gate must be > 0, got {self.gate}")
+        if self.top_k < 1:
+            raise ValueError(f"AnchorConfig.top_k must be >= 1, got {self.top_k}")
+        if self.continue_from not in ("frame", "anchor"):
+            raise ValueError(f"AnchorConfig.continue_from must be 'frame' or 'anchor', got {self.continue_from!r}")
+        if self.history not in ("drawn", "engine"):
+            raise ValueError(f"AnchorConfig.history must be 'drawn' or 'engine', got {self.history!r}")
+        if self.continue_from == "anchor" and self.history != "drawn":
+            raise ValueError("AnchorConfig.continue_from 'anchor' needs history 'drawn' (the drawn tokens are saved there)")
+        if len(self.pool) != 2 or min(self.pool) < 1:
+            raise ValueError(f"AnchorConfig.pool must be two positive ints, got {self.pool}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AnchorConfig:
+        unknown = set(d) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValueError(f"AnchorConfig got unknown fields {sorted(unknown)}")
+        return cls(**d)
+
+
+def relative_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """mean((a - b)^2) / mean(a^2): 0 = the same, 1 = as far as ``a`` is from zero. A vector gives one
+    number; a batch (M, ...) one per row."""
+    dims = tuple(range(1, a.dim())) if a.dim() > 1 else (0,)
+    return ((a - b) ** 2).mean(dims) / (a ** 2).mean(dims).clamp_min(1e-8)
+
+
+def _unit(frame: np.ndarray) -> torch.Tensor:
+    """uint8 (H, W, 3) -> (1, 3, H, W) in [-1, 1], the autoencoder's input."""
+    return torch.from_numpy(np.ascontiguousarray(frame)).permute(2, 0, 1).float().div(127.5).sub(1)[None]
+
+
+def named_characters(instruction: str, characters: list[str]) -> list[str]:
+    """The session's characters an instruction names (in the session's order); none named: the first."""
+    named = [c for c in characters if re.search(rf"\b{re.escape(c)}\b", instruction, flags=re.IGNORECASE)]
+    return named or list(characters[:1])
+
+
+@dataclass
+class Anchor:
+    """The visual tokens to draw (n_visual, D), where they came from, and the gate distance (None at turn 0)."""
+
+    tokens: torch.Tensor
+    source: str
+    distance: float | None = None
+    entry: int | None = None  # the bank entry, for a retrieved anchor
+
+
+class VisualAnchors(nn.Module):
+    """A bank of true first frames (their f_v) with who is in them, and the rule that picks the anchor."""
+
+    def __init__(self, f_v: torch.Tensor, entries: list[dict[str, Any]], grid: tuple[int, int],
+                 config: AnchorConfig | None = None) -> None:
+        super().__init__()
+        if f_v.dim() != 3 or f_v.shape[0] != len(entries) or not entries:
+            raise ValueError(f"anchors need f_v (M, n_visual, d_visual) with one entry each, got {tuple(f_v.shape)} "
+                             f"for {len(entries)} entries")
+        self.grid = (int(grid[0]), int(grid[1]))  # the visual tokens' rows x cols on the frame
+        if self.grid[0] * self.grid[1] != f_v.shape[1]:
+            raise ValueError(f"anchors: a {self.grid[0]} x {self.grid[1]} token grid does not hold {f_v.shape[1]} tokens")
+        self.config = config or AnchorConfig()
+        self.register_buffer("f_v", f_v.float(), persistent=False)  # (M, n_visual, d_visual)
+        self.entries = [dict(e) for e in entries]
+        self._keys = [tuple(sorted(e["characters"])) for e in self.entries]
+        self._tokens: torch.Tensor | None = None  # E_a's visual tokens of the bank, made on first use
+        self._pooled: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    # -- building and saving ---------------------------------------------------------------------
+    @classmethod
+    @torch.no_grad()
+    def build(cls, data: str | Path, reference: LatentReference, split: str = "train", limit: int | None = None,
+              config: AnchorConfig | None = None, progress: bool = True) -> VisualAnchors:
+        """The first frames of the ``split`` shots of a world dataset (at most ``limit``), encoded by
+        the decoder's own visual reference."""
+        world = WorldDataset(data)
+        rows = world.split_rows(split)[: limit or None]
+        if not rows:
+            raise ValueError(f"{data} has no {split} shots to build anchors from")
+        f_v, entries = [], []
+        for row in tqdm(rows, desc="anchors", unit="shot", disable=not progress, dynamic_ncols=True):
+            first = world.frames(row)[0]
+            f_v.append(reference.patch_tokens(_unit(first))[0].half())
+            entries.append({"characters": list(row["characters"]), "place": row.get("place"),
+                            "time": row.get("time"), "shot": row["shot"]})
+        return cls(torch.stack(f_v), entries, reference._grid(*first.shape[:2]), config)
+
+    def save_pretrained(self, directory: str | Path) -> Path:
+        with atomic_dir(directory) as tmp:
+            save_safetensors_atomic({"f_v": self.f_v.half().contiguous()}, tmp / WEIGHTS_NAME)
+            save_json_atomic({"format": FORMAT, "format_version": FORMAT_VERSION, "config": self.config.to_dict(),
+                              "grid": list(self.grid), "entries": self.entries}, tmp / CONFIG_NAME)
+        return Path(directory)
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path) -> VisualAnchors:
+        directory = Path(directory)
+        meta = load_json(directory / CONFIG_NAME)
+        if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
+            raise ValueError(f"{directory}: expected {FORMAT} v{FORMAT_VERSION}, found {meta.get('format')} "
+                             f"v{meta.get('format_version')}")
+        f_v = load_safetensors(directory / WEIGHTS_NAME)["f_v"]
+        return cls(f_v, meta["entries"], meta["grid"], AnchorConfig.from_dict(meta["config"]))
+
+    # -- choosing ----------------------------------------------------------------------------------
+    def _pool(self, tokens: torch.Tensor) -> torch.Tensor:
+        """(M, n_visual, D) -> the token grid average-pooled to ``config.pool``, flat: (M, D * rows * cols)."""
+        rows, cols = self.grid
+        x = tokens.reshape(tokens.shape[0], rows, cols, -1).permute(0, 3, 1, 2)  # (M, D, rows, cols)
+        return nn.functional.adaptive_avg_pool2d(x, self.config.pool).flatten(1)
+
+    def _bank(self, visual: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
+        if self._tokens is None:
+            with torch.no_grad():
+                p = next(visual.parameters())
+                self._tokens = visual(self.f_v.to(p)).float()  # (M, n_visual, D)
+                self._pooled = self._pool(self._tokens)
+        return self._tokens, self._pooled
+
+    def candidates(self, characters: list[str]) -> list[int]:
+        """Bank entries with exactly these characters; else with all of them; else with the first."""
+        want = tuple(sorted(characters))
+        exact = [i for i, k in enumerate(self._keys) if k == want]
+        if exact:
+            return exact
+        every = [i for i, k in enumerate(self._keys) if set(want) <= set(k)]
+        if every:
+            return every
+        first = [i for i, k in enumerate(self._keys) if characters and characters[0] in k]
+        return first or list(range(len(self.entries)))
+
+    @torch.no_grad()
+    def choose(self, predicted: torch.Tensor, encoder: ActionEncoder, reference: LatentReference,
+               previous_frame: np.ndarray | None, previous_tokens: torch.Tensor | None,
+               characters: list[str], generator: torch.Generator | None = None) -> Anchor:
+        """predicted: the engine's visual tokens (n_visual, D); previous_frame: uint8 (H, W, 3), the
+        last frame the player saw; previous_tokens: the visual tokens the previous turn was drawn from
+        (both None on a session's first turn; the one ``continue_from`` names is used)."""
+        cfg = self.config
+        predicted = predicted.float()
+        distance = None
+        seen = None
+        if cfg.continue_from == "frame" and previous_frame is not None:
+            p = next(encoder.visual.parameters())
+            seen = encoder.visual(reference.patch_tokens(_unit(previous_frame)).to(p))[0].float()  # (n_visual, D)
+        elif cfg.continue_from == "anchor" and previous_tokens is not None:
+            seen = previous_tokens.float()
+        if seen is not None:
+            distance = float(relative_distance(predicted.mean(0), seen.mean(0)))
+            if cfg.continuation and distance < cfg.gate:
+                return Anchor(seen, "continued", distance)
+        if not cfg.retrieval:
+            return Anchor(predicted, "engine", distance)
+        tokens, pooled = self._bank(encoder.visual)
+        idx = torch.tensor(self.candidates(characters))
+        d = relative_distance(self._pool(predicted[None]).expand(len(idx), -1), pooled[idx])
+        near = idx[torch.argsort(d)[: cfg.top_k]]
+        pick = int(near[torch.randint(len(near), (1,), generator=generator)])
+        return Anchor(tokens[pick], "retrieved", distance, pick)
