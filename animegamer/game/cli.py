@@ -10,7 +10,8 @@ import torch
 from animegamer.core.runs import resolve_autoencoder
 from animegamer.decoder.sampler import add_sampler_arguments, sampler_overrides
 from animegamer.game.pack import model_bytes, pack_model
-from animegamer.game.session import Game
+from animegamer.game.script import play_script, read_script
+from animegamer.game.session import Game, GameInputError
 from animegamer.game.terminal import run_terminal
 from animegamer.game.web import launch
 
@@ -26,8 +27,17 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
     play.add_argument("--host", default="127.0.0.1", help="web UI address (default: %(default)s, this machine only)")
     play.add_argument("--port", type=int, default=7860, help="web UI port (default: %(default)s)")
     play.add_argument("--open", dest="open_id", default=None, metavar="ID", help="continue this saved game")
-    play.add_argument("--characters", default=None, help="terminal: start a game with these (comma separated)")
+    play.add_argument("--characters", default=None,
+                      help="terminal or --script: start a game with these (comma separated)")
     play.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    play.add_argument("--script", default=None, metavar="FILE",
+                      help="play the instructions of FILE (one a line; free text or the release's game_demo "
+                           "form) as one saved game, print the states turn by turn, and exit")
+    play.add_argument("--out", default=None, metavar="DIR",
+                      help="with --script: write every clip, the session's MP4 and its storyboard here")
+    play.add_argument("--seed", type=int, default=None, help="with --script: the game's seed (same seed, same game)")
+    play.add_argument("--stop-on-error", action="store_true",
+                      help="with --script: stop at the first line the game refuses (default: report it, go on)")
     play.set_defaults(func=_play)
 
     model = subparsers.add_parser("model", help="model directories: pack training runs into a playable model")
@@ -76,6 +86,22 @@ def _play(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
 
+    if (args.out or args.seed is not None or args.stop_on_error) and not args.script:
+        raise SystemExit("play: --out, --seed and --stop-on-error go with --script FILE")
+    if args.script:
+        try:
+            lines = read_script(args.script)  # a bad file fails before the model loads
+        except GameInputError as e:
+            raise SystemExit(f"play: {e}") from None
+        game = Game.load(args.model, store=args.store)
+        try:
+            result = play_script(game, args.script, characters=args.characters, out=args.out, seed=args.seed,
+                                 stop_on_error=args.stop_on_error)
+        except GameInputError as e:
+            raise SystemExit(f"play: {e}") from None
+        print(f"played {len(result.turns)} of {len(lines)} lines; {len(result.errors)} refused "
+              f"(the game is saved: play --terminal --open {result.session.id})")
+        return 1 if result.errors else 0
     game = Game.load(args.model, store=args.store)
     if args.terminal:
         return run_terminal(game, open_id=args.open_id, characters=args.characters)
