@@ -54,7 +54,6 @@ FORMAT = "animegamer-visual-anchors"
 FORMAT_VERSION = 1
 CONFIG_NAME = "anchors.json"
 WEIGHTS_NAME = "anchors.safetensors"
-SOURCES = ("engine", "continued", "retrieved")
 
 
 @dataclass
@@ -215,12 +214,13 @@ class VisualAnchors(nn.Module):
         return first or list(range(len(self.entries)))
 
     @torch.no_grad()
-    def choose(self, predicted: torch.Tensor, encoder: ActionEncoder, reference: LatentReference,
+    def choose(self, predicted: torch.Tensor, encoder: ActionEncoder, reference: LatentReference | None,
                previous_frame: np.ndarray | None, previous_tokens: torch.Tensor | None,
                characters: list[str], generator: torch.Generator | None = None) -> Anchor:
         """predicted: the engine's visual tokens (n_visual, D); previous_frame: uint8 (H, W, 3), the
         last frame the player saw; previous_tokens: the visual tokens the previous turn was drawn from
-        (both None on a session's first turn; the one ``continue_from`` names is used)."""
+        (both None on a session's first turn; the one ``continue_from`` names is used). ``reference``
+        encodes ``previous_frame`` (needed only with one)."""
         cfg = self.config
         predicted = predicted.float()
         distance = None

@@ -162,7 +162,7 @@ class ShotDecoder(nn.Module):
         if self.anchors is None:
             return s_a, None
         c = self.config
-        reference = self.latent_reference()
+        reference = self.latent_reference() if previous_frame is not None else None  # "frame" continuation only
         previous_tokens = previous_s_a[c.n_text:] if previous_s_a is not None else None
         a = self.anchors.choose(s_a[c.n_text:], self.net.action_encoder, reference, previous_frame,
                                 previous_tokens, characters, generator)

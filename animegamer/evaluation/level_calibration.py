@@ -58,6 +58,7 @@ from animegamer.decoder.sampler import MAX_MOTION_SCALE, add_sampler_arguments
 from animegamer.engine.data import load_sessions
 from animegamer.engine.model import load_engine
 from animegamer.evaluation.metrics import motion_level_from_pixels
+from animegamer.evaluation.run import session_characters
 from animegamer.game.session import Game, turn_seed
 from animegamer.models.autoencoder import ShotAutoencoder
 from animegamer.training.phase_c import check_same_world, predict_sessions, shot_rows
@@ -223,25 +224,23 @@ def run_sweep(args: argparse.Namespace) -> int:
 
 
 def anchored_draws(game: Game, sessions: list[list[dict[str, Any]]], world_seed: int,
-                   progress: bool = True) -> tuple[list[torch.Tensor], list[int], list[Any]]:
+                   progress: bool = True) -> tuple[list[torch.Tensor], list[int]]:
     """Play world sessions closed loop through ``game`` (as ``eval`` does): each turn's drawn s_a (N, D)
-    (the history keeps it: AnchorConfig.history "drawn"), the engine's level, and the turn itself."""
+    (the history keeps it: AnchorConfig.history "drawn") and the engine's level."""
     anchors = game.decoder.anchors
     if anchors is None or anchors.config.history != "drawn":
         raise SystemExit("calibrate-levels anchored: the model has no visual anchors that keep what was drawn "
                          "(model pack --anchors DATA)")
-    drawn, levels, turns = [], [], []
+    drawn, levels = [], []
     for rows in tqdm(sessions, desc="play", unit="session", disable=not progress, dynamic_ncols=True):
         game.engine.reset_cache()
-        names = list(dict.fromkeys(c for r in rows for c in r["characters"]))
-        session = game.new_session(names, seed=turn_seed(world_seed, rows[0]["session"]),
+        session = game.new_session(session_characters(rows), seed=turn_seed(world_seed, rows[0]["session"]),
                                    states=dict(rows[0]["states_before"]))
         for row in rows:
             turn = session.step(row["instruction"])
             drawn.append(turn.s_a.float())
             levels.append(int(turn.motion_level))
-            turns.append(turn)
-    return drawn, levels, turns
+    return drawn, levels
 
 
 def run_anchored(args: argparse.Namespace) -> int:
@@ -254,7 +253,7 @@ def run_anchored(args: argparse.Namespace) -> int:
         raise SystemExit(f"calibrate-levels anchored: {args.data} has no {args.split} sessions")
     store = Path(args.out).with_suffix("").as_posix() + "_games"
     game = Game.load(args.model, store=store)
-    drawn, levels, _ = anchored_draws(game, sessions, int(world.meta.get("seed", 0)), progress=not args.no_progress)
+    drawn, levels = anchored_draws(game, sessions, int(world.meta.get("seed", 0)), progress=not args.no_progress)
     cache = [{"motion_level": k} for k in levels]  # decoded at the ENGINE's level: the game's match
     report = calibrate(game.decoder, cache, grid, seed=args.seed, progress=not args.no_progress,
                        predicted=dict(enumerate(drawn)), knob=args.knob)
