@@ -15,6 +15,7 @@ from animegamer.core.errors import UserFacingError
 # command -> (the subsystem cli module that registers it, one line of help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "play": ("animegamer.game.cli", "play the game: a web page on localhost (or --terminal)"),
+    "serve": ("animegamer.game.cli", "the game as an HTTP JSON API (docs at /docs)"),
     "sessions": ("animegamer.game.sessions_cli", "saved games: list, delete, export"),
     "model": ("animegamer.game.cli", "model directories: pack training runs into a playable model"),
     "world": ("animegamer.world.cli", "the synthetic anime world: render datasets, preview, catalogue"),
@@ -27,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("animegamer.evaluation.cli", "seconds per turn, per stage, and peak memory of the game"),
     "bench-engine": ("animegamer.evaluation.cli", "the engine alone: seconds per turn, KV reuse, memory"),
     "bench-decoder": ("animegamer.evaluation.cli", "the shot decoder alone: decode time, steps x guidance sweep"),
+    "bench-long": ("animegamer.evaluation.cli", "a 200-turn game: time per turn and memory stay flat, reopen time"),
 }
 
 

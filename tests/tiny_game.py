@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import torch
 
+from animegamer.decoder.diffusion import DiffusionConfig
+from animegamer.decoder.network import DecoderNet, decoder_preset
+from animegamer.decoder.pipeline import ShotDecoder
+from animegamer.decoder.sampler import SamplerConfig
 from animegamer.engine.model import GameEngine, engine_config
 from animegamer.models.autoencoder import ShotAutoencoder, autoencoder_config
-from animegamer.decoder.network import DecoderNet, decoder_preset
-from animegamer.decoder.diffusion import DiffusionConfig
-from animegamer.decoder.sampler import SamplerConfig
-from animegamer.decoder.pipeline import ShotDecoder
+
+CAST = ["Qiqi", "Mika", "Ren"]  # a small cast for the game tests
+RUN = "Character: Qiqi; Motion: quickly run; Background: day town."
 
 
 def tiny_models() -> tuple[GameEngine, ShotDecoder]:

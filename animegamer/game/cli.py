@@ -1,14 +1,17 @@
-"""`animegamer play` (web UI, or --terminal) and `animegamer model pack`."""
+"""`animegamer play` (web UI, --terminal or --script), `animegamer serve` (HTTP API) and `animegamer model pack`."""
 from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 import torch
+import uvicorn
 
 from animegamer.core.runs import resolve_autoencoder
 from animegamer.decoder.sampler import add_sampler_arguments, sampler_overrides
+from animegamer.game.api import ServeConfig, check_exposure, create_app
 from animegamer.game.pack import model_bytes, pack_model
 from animegamer.game.script import play_script, read_script
 from animegamer.game.session import Game, GameInputError
@@ -39,6 +42,26 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
     play.add_argument("--stop-on-error", action="store_true",
                       help="with --script: stop at the first line the game refuses (default: report it, go on)")
     play.set_defaults(func=_play)
+
+    serve = subparsers.add_parser(
+        "serve", help="the game as an HTTP JSON API (docs at /docs)",
+        description="Serve the game as an HTTP JSON API: create games, play turns, download clips and exports. "
+                    "Same saved games as `animegamer play`. OpenAPI docs at http://HOST:PORT/docs.")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address (default: %(default)s, this machine only; any other needs an API key)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
+    serve.add_argument("--model", default=None, metavar="PATH",
+                       help="model directory holding engine/ and shot_decoder/ (default: the shipped model)")
+    serve.add_argument("--store", default=None, metavar="PATH",
+                       help="saved-games directory (default: $ANIMEGAMER_SAVES or the user data dir)")
+    serve.add_argument("--api-key", default=os.environ.get("ANIMEGAMER_API_KEY"), metavar="KEY",
+                       help="require this key on every request but /health (default: $ANIMEGAMER_API_KEY)")
+    serve.add_argument("--max-active", type=int, default=ServeConfig.max_active_games,
+                       help="games whose turns run at once (default: %(default)s)")
+    serve.add_argument("--max-queue", type=int, default=ServeConfig.max_queue,
+                       help="turns that may wait beyond those; more get 429 (default: %(default)s)")
+    serve.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    serve.set_defaults(func=_serve)
 
     model = subparsers.add_parser("model", help="model directories: pack training runs into a playable model")
     msub = model.add_subparsers(dest="action", metavar="ACTION")
@@ -107,4 +130,15 @@ def _play(args: argparse.Namespace) -> int:
         return run_terminal(game, open_id=args.open_id, characters=args.characters)
 
     launch(game, host=args.host, port=args.port)
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    config = ServeConfig(max_active_games=args.max_active, max_queue=args.max_queue, api_key=args.api_key or None)
+    check_exposure(args.host, config)  # before the model loads
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    game = Game.load(args.model, store=args.store)
+    print(f"AnimeGamer API on http://{args.host}:{args.port} (docs: /docs; saved games: {game.store.root})")
+    uvicorn.run(create_app(game, config), host=args.host, port=args.port, log_level="info")
     return 0

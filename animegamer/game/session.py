@@ -85,10 +85,9 @@ class Turn:
 
     @property
     def frames(self) -> np.ndarray:
-        """uint8 (T, H, W, 3). For a reopened game, read back from the saved clip."""
-        if self._frames is None:
-            self._frames = frames_of(self.video_path)
-        return self._frames
+        """uint8 (T, H, W, 3): the decoded shot while this is the session's newest turn, else read back
+        from the saved clip (not kept: a long game must not hold every shot in memory)."""
+        return self._frames if self._frames is not None else frames_of(self.video_path)
 
     def record(self) -> TurnRecord:
         """This turn as the engine's history sees it."""
@@ -242,6 +241,8 @@ class GameSession:
         turn._frames = frames
         turn.anchor = anchor.source if anchor else "engine"
         turn.anchor_distance = anchor.distance if anchor else None
+        if self.turns:
+            self.turns[-1]._frames = None  # only the newest shot stays decoded (Turn.frames reads the rest back)
         self.turns.append(turn)
         progress("done", 1.0)
         return turn

@@ -106,6 +106,7 @@ class SessionRow:
     updated_at: float
     n_turns: int = 0
     last_instruction: str = ""
+    last_states: dict[str, int] | None = None  # the states after the last turn (None: no turn yet)
 
 
 @dataclass
@@ -196,10 +197,12 @@ class SessionStore:
     def _sessions(self, where: str, params: tuple) -> list[SessionRow]:
         q = f"""SELECT s.id, s.characters, s.seed, s.model, s.created_at, s.updated_at,
                        (SELECT COUNT(*) FROM turns t WHERE t.session_id = s.id),
-                       (SELECT instruction FROM turns t WHERE t.session_id = s.id ORDER BY idx DESC LIMIT 1)
+                       (SELECT instruction FROM turns t WHERE t.session_id = s.id ORDER BY idx DESC LIMIT 1),
+                       (SELECT states FROM turns t WHERE t.session_id = s.id ORDER BY idx DESC LIMIT 1)
                 FROM sessions s {where} ORDER BY s.updated_at DESC, s.id"""
         with self._connect() as db:
-            return [SessionRow(r[0], json.loads(r[1]), r[2], json.loads(r[3]), r[4], r[5], r[6], r[7] or "")
+            return [SessionRow(r[0], json.loads(r[1]), r[2], json.loads(r[3]), r[4], r[5], r[6], r[7] or "",
+                               json.loads(r[8]) if r[8] else None)
                     for r in db.execute(q, params)]
 
     def delete_session(self, session_id: str) -> None:
@@ -242,11 +245,13 @@ class SessionStore:
         except sqlite3.IntegrityError as e:
             raise StoreError(f"game {turn.session_id}: turn {turn.idx} cannot be saved ({e})") from e
 
-    def load_turns(self, session_id: str) -> list[TurnRow]:
+    def load_turns(self, session_id: str, only: int | None = None) -> list[TurnRow]:
+        """Every turn of a game in order (``only``: just turn ``only``, or nothing if it has none)."""
+        where, params = ("AND idx = ?", (session_id, int(only))) if only is not None else ("", (session_id,))
         with self._connect() as db:
-            rows = db.execute("""SELECT idx, instruction, motion_level, deltas, states_before, states, s_a, seed,
-                                        clip, probs, timings, created_at
-                                 FROM turns WHERE session_id = ? ORDER BY idx""", (session_id,)).fetchall()
+            rows = db.execute(f"""SELECT idx, instruction, motion_level, deltas, states_before, states, s_a, seed,
+                                         clip, probs, timings, created_at
+                                  FROM turns WHERE session_id = ? {where} ORDER BY idx""", params).fetchall()
         return [TurnRow(session_id, r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4]), json.loads(r[5]),
                         blob_to_s_a(r[6]), r[7], self.root / r[8], json.loads(r[9]), json.loads(r[10]), r[11])
                 for r in rows]

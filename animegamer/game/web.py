@@ -6,6 +6,7 @@ session interface (``GameSession.step``, ``Game.open_session``, ...), never the 
 """
 from __future__ import annotations
 
+import functools
 import html
 import time
 from typing import Any
@@ -14,6 +15,7 @@ import cv2
 import gradio as gr
 import numpy as np
 
+from animegamer.core.video_io import read_middle_frame
 from animegamer.game.session import EXAMPLE, Game, GameInputError, GameSession, Turn
 from animegamer.game.store import STATE_COLORS, StoreError
 from animegamer.world.instructions import _vocab, known_adverbs, known_places, known_times
@@ -22,6 +24,7 @@ from animegamer.world.rules import STATE_NAMES, initial_states
 STAGES = {"thinking": "the engine is thinking", "drawing": "drawing the shot", "saving": "saving the turn",
           "done": "done"}
 HISTORY_HEADERS = ["#", "instruction", "motion", "stamina", "social", "fun"]
+GALLERY_TURNS = 40  # the timeline shows the newest shots (a long game's page stays as fast); the history lists all
 CSS = """
 #shot video { object-fit: contain; image-rendering: pixelated; background: #111; }
 .ag-bars { display: flex; flex-direction: column; gap: 8px; padding: 6px 2px; }
@@ -77,17 +80,24 @@ def history_rows(session: GameSession | None) -> list[list[Any]]:
             for t in reversed(session.turns)]
 
 
-def _thumb(frames: np.ndarray, min_h: int = 160) -> np.ndarray:
-    f = frames[len(frames) // 2]
+def _thumb(f: np.ndarray, min_h: int = 160) -> np.ndarray:
+    """A frame zoomed to at least ``min_h`` pixels high."""
     zoom = max(1, -(-min_h // f.shape[0]))
     interp = cv2.INTER_NEAREST if f.shape[0] < 64 else cv2.INTER_LINEAR
     return cv2.resize(f, None, fx=zoom, fy=zoom, interpolation=interp) if zoom > 1 else f
 
 
+@functools.lru_cache(maxsize=2 * GALLERY_TURNS)
+def _clip_thumb(clip: str) -> np.ndarray:
+    """A saved shot's thumbnail; clip names are unique, so a cached one never goes stale."""
+    return _thumb(read_middle_frame(clip))
+
+
 def gallery_items(session: GameSession | None) -> list[tuple[np.ndarray, str]]:
+    """The newest ``GALLERY_TURNS`` shots, oldest first."""
     if session is None:
         return []
-    return [(_thumb(t.frames), f"{t.index + 1}. {t.instruction}") for t in session.turns]
+    return [(_clip_thumb(str(t.video_path)), f"{t.index + 1}. {t.instruction}") for t in session.turns[-GALLERY_TURNS:]]
 
 
 def session_choices(game: Game) -> list[tuple[str, str]]:
@@ -99,7 +109,7 @@ def session_choices(game: Game) -> list[tuple[str, str]]:
     return out
 
 
-def _view(game: Game, session: GameSession | None, message: str) -> tuple:
+def page_view(game: Game, session: GameSession | None, message: str) -> tuple:
     """Everything the page shows for a session: state, video, bars, history, gallery, message, title."""
     last = session.turns[-1] if session and session.turns else None
     title = (f"### Game `{session.id}` · {', '.join(session.characters)} · {len(session.turns)} turns"
@@ -161,29 +171,29 @@ def build_app(game: Game) -> gr.Blocks:
                     session = game.new_session(characters or [cast[0]])
                 turn = session.step(text, progress=lambda stage, frac: progress(frac, desc=STAGES.get(stage, stage)))
             except GameInputError as e:
-                return (*_view(game, session, f"⚠️ {html.escape(str(e))}"), gr.update(), gr.update())
+                return (*page_view(game, session, f"⚠️ {html.escape(str(e))}"), gr.update(), gr.update())
             except StoreError as e:
-                return (*_view(game, session, f"⚠️ {html.escape(str(e))}"), gr.update(), gr.update())
+                return (*page_view(game, session, f"⚠️ {html.escape(str(e))}"), gr.update(), gr.update())
             msg = (f"turn {turn.index + 1}: motion level {turn.motion_level}, "
                    f"{turn.timings.get('engine_s', 0) + turn.timings.get('decoder_s', 0):.1f} s · clip `{turn.video_path.name}`")
-            return (*_view(game, session, msg), "", gr.update(choices=session_choices(game), value=session.id))
+            return (*page_view(game, session, msg), "", gr.update(choices=session_choices(game), value=session.id))
 
         def do_restart(characters: list[str]):
             try:
                 session = game.new_session(characters)
             except GameInputError as e:
-                return (*_view(game, None, f"⚠️ {html.escape(str(e))}"), gr.update())
-            return (*_view(game, session, f"new game with {', '.join(session.characters)}"),
+                return (*page_view(game, None, f"⚠️ {html.escape(str(e))}"), gr.update())
+            return (*page_view(game, session, f"new game with {', '.join(session.characters)}"),
                     gr.update(choices=session_choices(game), value=session.id))
 
         def do_open(session_id: str | None, current: GameSession | None):
             if not session_id:
-                return (*_view(game, current, "choose a saved game first"), gr.update())
+                return (*page_view(game, current, "choose a saved game first"), gr.update())
             try:
                 session = game.open_session(session_id)
             except StoreError as e:
-                return (*_view(game, current, f"⚠️ {html.escape(str(e))}"), gr.update())
-            return (*_view(game, session, f"continuing game {session.id}"), gr.update(value=session.characters))
+                return (*page_view(game, current, f"⚠️ {html.escape(str(e))}"), gr.update())
+            return (*page_view(game, session, f"continuing game {session.id}"), gr.update(value=session.characters))
 
         def do_export(session: GameSession | None):
             if session is None or not session.turns:
@@ -192,9 +202,10 @@ def build_app(game: Game) -> gr.Blocks:
             return gr.update(value=[str(mp4), str(png)], visible=True), f"exported `{mp4.name}` and `{png.name}`"
 
         def do_select(session: GameSession | None, evt: gr.SelectData):
-            if session is None or evt.index is None or not 0 <= int(evt.index) < len(session.turns):
+            shown = session.turns[-GALLERY_TURNS:] if session is not None else []
+            if evt.index is None or not 0 <= int(evt.index) < len(shown):
                 return gr.update()
-            return str(session.turns[int(evt.index)].video_path)
+            return str(shown[int(evt.index)].video_path)
 
         play_inputs = [session_state, instruction, chars]
         play_outputs = [*view, instruction, saved]

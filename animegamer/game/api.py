@@ -1,0 +1,433 @@
+"""`animegamer serve`: the game as an HTTP JSON API (FastAPI), over the same ``Game`` and store as
+the web page, so a game started by a program can be reopened in the browser and the other way round.
+
+    app = create_app(Game.load(), ServeConfig(api_key="..."))    # uvicorn.run(app, ...)
+
+    POST   /games                          {"characters": ["Qiqi"], "seed": 7}       -> 201 game
+    POST   /games/{id}/turns               {"instruction": "Qiqi runs in the town"}  -> 201 turn
+    GET    /games | /games/{id} | /games/{id}/turns/{n} | /characters | /health
+    GET    /games/{id}/turns/{n}/clip.mp4  the turn's shot
+    POST   /games/{id}/export              -> {"video_url", "storyboard_url"}
+    GET    /games/{id}/export.mp4 | /games/{id}/export.png
+    DELETE /games/{id}                     -> 204
+    OpenAPI docs at /docs (and /redoc), the schema at /openapi.json; served offline.
+
+Concurrency. Turns of one game are serialised (a lock per game, taken before anything else, so a
+game's waiting turns hold no slot); up to ``max_active_games`` games' turns run at once (the
+models themselves run one turn at a time under ``Game.lock``; what overlaps is the clip writing
+and saving); up to ``max_queue`` more turns wait. Beyond that a turn gets 429 with Retry-After.
+Turns run in worker threads, so reads (listing games, downloading clips) are served meanwhile.
+
+Errors: every error is JSON ``{"error": "..."}`` with a 4xx status that says what was wrong:
+400 (malformed JSON), 401 (API key), 404 (unknown game, turn or route), 409 (the game was changed
+elsewhere at the same moment), 413 (body over ``max_body_bytes``), 422 (wrong fields or types, or
+an instruction the game refuses), 429 (queue full). A refused request saves nothing.
+
+Game ids and turn numbers are the only names taken from a URL: an id must match ``GAME_ID`` and
+files are found through the store's rows, never by a path from the request.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import secrets
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+from fastapi import Depends, FastAPI, Request
+from fastapi import Path as UrlPath
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi_offline import FastAPIOffline
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from animegamer.game.session import Game, GameInputError, GameSession, Turn
+from animegamer.game.store import SessionRow, StoreError, TurnRow
+from animegamer.world.rules import initial_states
+
+GAME_ID = r"^[A-Za-z0-9_-]{1,64}$"
+MAX_SEED = 2**63 - 1
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+DOCS_STATIC = "/static-offline-docs"  # the docs pages' scripts, served from the package (no CDN: works offline)
+# served without the API key: a load balancer's probe, and the docs (the schema, no game data), which a
+# browser opens without headers
+OPEN_PATHS = ("/health", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json")
+
+GameId = Annotated[str, UrlPath(pattern=GAME_ID, description="a game's id, as POST /games returned it")]
+TurnIndex = Annotated[int, UrlPath(ge=0, le=10**9, description="0-based turn number")]
+
+
+@dataclass
+class ServeConfig:
+    """How much the server takes on at once, and who may call it."""
+
+    max_active_games: int = 2  # games whose turns run at the same time
+    max_queue: int = 8  # turns that may wait beyond those; more get 429
+    retry_after_s: int = 5  # what a 429 tells the client to wait
+    max_body_bytes: int = 16 * 1024  # requests are small JSON; anything larger is refused unread
+    api_key: str | None = None  # when set, every request but OPEN_PATHS needs it (Authorization: Bearer, X-API-Key)
+    open_sessions: int = 32  # games kept open in memory (least recently played are closed)
+
+    def __post_init__(self) -> None:
+        if self.max_active_games < 1 or self.max_queue < 0:
+            raise ValueError(f"max_active_games must be >= 1 and max_queue >= 0, got {self.max_active_games} "
+                             f"and {self.max_queue}")
+        if self.max_body_bytes < 1024 or self.open_sessions < 1 or self.retry_after_s < 1:
+            raise ValueError("max_body_bytes must be >= 1024, open_sessions and retry_after_s >= 1")
+        if self.api_key is not None and len(self.api_key) < 8:
+            raise ValueError("the API key must be at least 8 characters")
+
+
+# ----------------------------------------------------------------------------- request / response bodies
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)  # "5" is not a seed, unknown fields are mistakes
+
+
+class NewGame(_Strict):
+    characters: list[str] = Field(min_length=1, max_length=10, description="cast names (GET /characters)")
+    seed: int | None = Field(None, ge=0, le=MAX_SEED, description="same seed and instructions, same game")
+    states: dict[str, int] | None = Field(None, description="start states (stamina, social, entertainment: 0..100)")
+
+
+class NewTurn(_Strict):
+    instruction: str = Field(description="what happens next: free text or the release's "
+                                         "'Character: ..; Motion: ..; Background: ..' form")
+
+
+class TurnOut(BaseModel):
+    index: int
+    instruction: str
+    motion_level: int = Field(description="the engine's motion level, 1 (still) .. 5 (fast)")
+    deltas: dict[str, int] = Field(description="the engine's state changes this turn (x5 per step)")
+    states_before: dict[str, int]
+    states: dict[str, int] = Field(description="absolute states after the turn, 0..100")
+    seed: int
+    clip_url: str
+    timings: dict[str, float]
+
+
+class GameOut(BaseModel):
+    id: str
+    characters: list[str]
+    seed: int
+    n_turns: int
+    states: dict[str, int]
+    created_at: float
+    updated_at: float
+    last_instruction: str
+    turns: list[TurnOut] | None = Field(None, description="every turn (GET /games/{id} only)")
+
+
+class ExportOut(BaseModel):
+    video_url: str
+    storyboard_url: str
+
+
+class ErrorOut(BaseModel):
+    error: str
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers
+
+
+# ----------------------------------------------------------------------------- the games the server holds
+class GameHall:
+    """The server's side of ``Game``: open sessions, per-game locks, the turn queue."""
+
+    def __init__(self, game: Game, config: ServeConfig) -> None:
+        self.game, self.config = game, config
+        self._guard = threading.Lock()  # protects the dicts and the counter below
+        self._locks: dict[str, threading.Lock] = {}
+        self._open: collections.OrderedDict[str, GameSession] = collections.OrderedDict()
+        self._waiting = 0
+        self._slots = threading.BoundedSemaphore(config.max_active_games)
+        self.limiter = anyio.CapacityLimiter(config.max_active_games + config.max_queue + 1)
+
+    def row(self, gid: str) -> SessionRow:
+        try:
+            return self.game.store.get_session(gid)
+        except StoreError:
+            raise ApiError(404, f"no game {gid!r} (GET /games lists them)") from None
+
+    def _lock(self, gid: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(gid, threading.Lock())
+
+    @contextlib.contextmanager
+    def admitted(self) -> Iterator[None]:
+        """A place among the running and waiting turns, or 429."""
+        with self._guard:
+            if self._waiting >= self.config.max_active_games + self.config.max_queue:
+                raise ApiError(429, f"the server is busy ({self._waiting} turns running or waiting); retry in "
+                                    f"{self.config.retry_after_s} s", {"Retry-After": str(self.config.retry_after_s)})
+            self._waiting += 1
+        try:
+            yield
+        finally:
+            with self._guard:
+                self._waiting -= 1
+
+    def session(self, gid: str, n_turns: int) -> GameSession:
+        """The open session of ``gid``, reopened when the store has turns it lacks (played elsewhere)."""
+        with self._guard:
+            s = self._open.get(gid)
+        if s is None or len(s.turns) != n_turns:
+            s = self.game.open_session(gid)
+        with self._guard:
+            self._open[gid] = s
+            self._open.move_to_end(gid)
+            while len(self._open) > self.config.open_sessions:
+                self._open.popitem(last=False)
+        return s
+
+    def forget(self, gid: str) -> None:
+        with self._guard:
+            self._open.pop(gid, None)
+
+    def play(self, gid: str, instruction: str) -> Turn:
+        """One turn of ``gid`` (runs in a worker thread)."""
+        with self._lock(gid):  # the game's turns one at a time, in the order they get the lock
+            row = self.row(gid)  # after the lock: a game deleted meanwhile is gone
+            session = self.session(gid, row.n_turns)
+            session.check(instruction)  # refuse bad input before taking a slot
+            with self._slots:
+                try:
+                    return session.step(instruction)
+                except StoreError as e:  # continued by another process between our check and the save
+                    self.forget(gid)
+                    raise ApiError(409, f"{e}; play the turn again") from None
+
+    def delete(self, gid: str) -> None:
+        with self._lock(gid):  # after any turn of it that is running
+            self.row(gid)
+            self.game.delete_session(gid)
+            self.forget(gid)
+
+    def export(self, gid: str) -> tuple[Path, Path]:
+        with self._lock(gid):
+            row = self.row(gid)
+            if row.n_turns == 0:
+                raise ApiError(422, f"game {gid} has no turns yet: nothing to export")
+            return self.game.export_session(gid)
+
+
+# ----------------------------------------------------------------------------- shaping answers
+def _turn_out(gid: str, t: Turn | TurnRow) -> TurnOut:
+    idx = t.index if isinstance(t, Turn) else t.idx
+    return TurnOut(index=idx, instruction=t.instruction, motion_level=t.motion_level, deltas=t.deltas,
+                   states_before=t.states_before, states=t.states, seed=t.seed,
+                   clip_url=f"/games/{gid}/turns/{idx}/clip.mp4", timings=t.timings)
+
+
+def _game_out(row: SessionRow, turns: list[TurnRow] | None = None) -> GameOut:
+    states = row.last_states or row.model.get("start_states") or initial_states()
+    return GameOut(id=row.id, characters=row.characters, seed=row.seed, n_turns=row.n_turns, states=states,
+                   created_at=row.created_at, updated_at=row.updated_at, last_instruction=row.last_instruction,
+                   turns=[_turn_out(row.id, t) for t in turns] if turns is not None else None)
+
+
+def _inside(root: Path, p: Path) -> Path:
+    """``p`` if it is a file under ``root`` (a row naming anything else is not served)."""
+    p = p.resolve()
+    if not p.is_relative_to(root.resolve()) or not p.is_file():
+        raise ApiError(404, "that file is not in the store (deleted?)")
+    return p
+
+
+# ----------------------------------------------------------------------------- ASGI guards
+class _TooLarge(Exception):
+    pass
+
+
+class BodyLimit:
+    """Refuses bodies over ``limit`` bytes with 413, by Content-Length or while streaming."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        message = f"the request body is larger than {self.limit} bytes"
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.limit):
+            return await JSONResponse({"error": message}, 413)(scope, receive, send)
+        seen, started = 0, False
+
+        async def limited() -> dict:
+            nonlocal seen
+            msg = await receive()
+            if msg["type"] == "http.request":
+                seen += len(msg.get("body", b""))
+                if seen > self.limit:
+                    raise _TooLarge
+            return msg
+
+        async def tracked(msg: dict) -> None:
+            nonlocal started
+            started = started or msg["type"] == "http.response.start"
+            await send(msg)
+
+        try:
+            await self.app(scope, limited, tracked)
+        except _TooLarge:
+            if not started:
+                await JSONResponse({"error": message}, 413)(scope, receive, send)
+
+
+class ApiKey:
+    """With a key set, every request but ``OPEN_PATHS`` and the docs' scripts must carry it (Bearer or X-API-Key)."""
+
+    def __init__(self, app: Any, key: str) -> None:
+        self.app, self.key = app, key.encode()
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        path = scope.get("path", "")
+        if scope["type"] == "http" and path not in OPEN_PATHS and not path.startswith(DOCS_STATIC + "/"):
+            headers = dict(scope["headers"])
+            auth = headers.get(b"authorization", b"")
+            given = auth[7:] if auth[:7].lower() == b"bearer " else headers.get(b"x-api-key", b"")
+            if not secrets.compare_digest(given, self.key):
+                return await JSONResponse({"error": "a valid API key is needed (header 'Authorization: Bearer KEY' "
+                                                    "or 'X-API-Key: KEY')"}, 401,
+                                          headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
+        return await self.app(scope, receive, send)
+
+
+# ----------------------------------------------------------------------------- the app
+def _the_hall(request: Request) -> GameHall:
+    return request.app.state.hall
+
+
+Hall = Annotated[GameHall, Depends(_the_hall)]  # module level: the routes' annotations are resolved here
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    parts = []
+    for e in exc.errors():
+        if e.get("type") == "json_invalid":
+            return f"the body is not valid JSON ({e.get('ctx', {}).get('error', 'parse error')})"
+        where = ".".join(str(x) for x in e.get("loc", ()) if x != "body") or "body"
+        parts.append(f"{where}: {e.get('msg', 'invalid')}")
+    return "; ".join(parts) or "invalid request"
+
+
+def create_app(game: Game, config: ServeConfig | None = None) -> FastAPI:
+    """The API over ``game`` (its models and store). Serve it with uvicorn (see ``serve``)."""
+    config = config or ServeConfig()
+    hall = GameHall(game, config)
+    errors = {c: {"model": ErrorOut} for c in (400, 404, 409, 413, 422, 429)}
+    app = FastAPIOffline(title="AnimeGamer", version="1", responses=errors, static_url=DOCS_STATIC,
+                  description="Play AnimeGamer over HTTP: create a game, play turns (an instruction in, the "
+                              "motion level, the state changes and the shot out), download clips and exports. "
+                              "Games are shared with `animegamer play` (same store).")
+    app.state.hall = hall
+
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse({"error": exc.message}, exc.status, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        bad_json = any(e.get("type") == "json_invalid" for e in exc.errors())
+        return JSONResponse({"error": _validation_message(exc)}, 400 if bad_json else 422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        msg = {404: f"no such endpoint {request.url.path!r} (the API: /docs)",
+               405: f"{request.method} is not allowed on {request.url.path}"}.get(exc.status_code, str(exc.detail))
+        return JSONResponse({"error": msg}, exc.status_code, headers=getattr(exc, "headers", None))
+
+    @app.get("/health", summary="the server is up, and which model it plays")
+    def health(h: Hall) -> dict[str, Any]:
+        return {"status": "ok", "model": h.game.model_info.get("path"), "store": str(h.game.store.root)}
+
+    @app.get("/characters", summary="the cast a game can be started with")
+    def characters(h: Hall) -> dict[str, list[str]]:
+        return {"characters": list(h.game.cast)}
+
+    @app.post("/games", status_code=201, response_model=GameOut, summary="start a game")
+    def new_game(body: NewGame, h: Hall) -> GameOut:
+        try:
+            s = h.game.new_session(body.characters, seed=body.seed, states=body.states)
+        except GameInputError as e:
+            raise ApiError(422, str(e)) from None
+        return _game_out(h.row(s.id))
+
+    @app.get("/games", summary="saved games, most recently played first")
+    def list_games(h: Hall) -> dict[str, list[GameOut]]:
+        return {"games": [_game_out(r) for r in h.game.list_sessions()]}
+
+    @app.get("/games/{gid}", response_model=GameOut, summary="a game with all its turns")
+    def get_game(gid: GameId, h: Hall) -> GameOut:
+        row = h.row(gid)
+        return _game_out(row, turns=h.game.store.load_turns(gid))
+
+    @app.delete("/games/{gid}", status_code=204, summary="delete a game and its clips")
+    def delete_game(gid: GameId, h: Hall) -> Response:
+        h.delete(gid)
+        return Response(status_code=204)
+
+    @app.post("/games/{gid}/turns", status_code=201, response_model=TurnOut, summary="play a turn")
+    async def play_turn(gid: GameId, body: NewTurn, h: Hall) -> TurnOut:
+        h.row(gid)  # an unknown game is a 404 before it queues
+        with h.admitted():
+            try:
+                turn = await anyio.to_thread.run_sync(h.play, gid, body.instruction, limiter=h.limiter)
+            except GameInputError as e:
+                raise ApiError(422, str(e)) from None
+        return _turn_out(gid, turn)
+
+    @app.get("/games/{gid}/turns/{index}", response_model=TurnOut, summary="one turn")
+    def get_turn(gid: GameId, index: TurnIndex, h: Hall) -> TurnOut:
+        return _turn_out(gid, _turn_row(h, gid, index))
+
+    @app.get("/games/{gid}/turns/{index}/clip.mp4", response_class=FileResponse, summary="a turn's shot (MP4)")
+    def clip(gid: GameId, index: TurnIndex, h: Hall) -> FileResponse:
+        t = _turn_row(h, gid, index)
+        return FileResponse(_inside(h.game.store.root, t.clip), media_type="video/mp4",
+                            filename=f"{gid}-turn{index + 1:03d}.mp4")
+
+    @app.post("/games/{gid}/export", response_model=ExportOut, summary="write the game's MP4 and storyboard")
+    async def export(gid: GameId, h: Hall) -> ExportOut:
+        await anyio.to_thread.run_sync(h.export, gid, limiter=h.limiter)
+        return ExportOut(video_url=f"/games/{gid}/export.mp4", storyboard_url=f"/games/{gid}/export.png")
+
+    @app.get("/games/{gid}/export.{kind}", response_class=FileResponse, summary="download an export (mp4 or png)")
+    def download_export(gid: GameId, kind: str, h: Hall) -> FileResponse:
+        if kind not in ("mp4", "png"):
+            raise ApiError(404, f"exports are export.mp4 and export.png, not export.{kind}")
+        h.row(gid)
+        p = h.game.store.export_dir() / f"{gid}.{kind}"
+        if not p.is_file():
+            raise ApiError(404, f"game {gid} has not been exported yet: POST /games/{gid}/export first")
+        return FileResponse(_inside(h.game.store.root, p), media_type="video/mp4" if kind == "mp4" else "image/png",
+                            filename=f"{gid}.{kind}")
+
+    app.add_middleware(BodyLimit, limit=config.max_body_bytes)
+    if config.api_key:
+        app.add_middleware(ApiKey, key=config.api_key)  # outermost: nothing is read for a caller without the key
+    return app
+
+
+def _turn_row(h: GameHall, gid: str, index: int) -> TurnRow:
+    row = h.row(gid)
+    found = h.game.store.load_turns(gid, only=index)
+    if not found:
+        raise ApiError(404, f"game {gid} has {row.n_turns} turns (0..{row.n_turns - 1}); no turn {index}")
+    return found[0]
+
+
+def check_exposure(host: str, config: ServeConfig) -> None:
+    """Off this machine only with an API key: the API plays, deletes and writes files."""
+    if host not in LOOPBACK and not config.api_key:
+        raise ValueError(f"serving on {host} exposes the games to the network: give an API key (--api-key or "
+                         "$ANIMEGAMER_API_KEY), or serve on 127.0.0.1")
