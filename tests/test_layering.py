@@ -1,6 +1,6 @@
 """The package's layering rule, computed from the code itself (docs/architecture.md).
 
-Layers, bottom to top: core < world < models < representation < decoder < engine < training < game
+Layers, bottom to top: core < world < ingest < models < representation < decoder < engine < training < game
 < evaluation < recipes < cli. A module may import its own layer and the layers below, never one
 above; no two modules import each other, directly or through others; imports sit at module top,
 except in the two lazy entry points (the CLI and ``animegamer.Game``) and where an optional
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "animegamer"
-LAYERS = ["core", "world", "models", "representation", "decoder", "engine", "training", "game", "evaluation",
+LAYERS = ["core", "world", "ingest", "models", "representation", "decoder", "engine", "training", "game", "evaluation",
           "recipes", "cli"]
 LAZY_ENTRY_POINTS = {"animegamer", "animegamer.cli"}  # they import by name, on demand
 

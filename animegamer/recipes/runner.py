@@ -8,7 +8,8 @@ of ``steps``. Each step is one `animegamer` command line (``run``), or a ``copy`
 - ``resume``: a training run directory; when it holds checkpoints, ``--resume`` is added;
 - ``link``: ``[target, link]`` pairs made before the step (runs that share one feature cache).
 
-Strings may use ``{runs}`` (the output directory), ``{data}`` (``{runs}/data``), any var, and
+Strings may use ``{runs}`` (the output directory), ``{data}`` (``{runs}/data``), ``{shipped}`` (the
+shipped model's directory, where a fine-tuning starts), any var, and
 ``{json:PATH:KEY}``, which reads KEY from a JSON file an earlier step wrote (a calibration handed to
 the pack step). ``--set NAME=VALUE`` overrides a var. The resolved recipe is saved as
 ``{runs}/recipe.yaml`` beside the runs it builds, and every step's output goes to
@@ -32,6 +33,7 @@ from tqdm.auto import tqdm
 
 from animegamer.core.atomic_io import write_text
 from animegamer.core.errors import UserFacingError
+from animegamer.game.session import DEFAULT_WEIGHTS
 
 RECIPE_DIR = Path(__file__).resolve().parent
 _FIELD = re.compile(r"\{([A-Za-z_][\w]*)\}")
@@ -152,7 +154,7 @@ def expand(text: str, values: dict[str, Any]) -> str:
 
 
 def _values(recipe: Recipe, runs: Path) -> dict[str, Any]:
-    values = {"runs": str(runs), "data": str(runs / "data")}
+    values = {"runs": str(runs), "data": str(runs / "data"), "shipped": str(DEFAULT_WEIGHTS)}
     for k, v in recipe.vars.items():
         values[k] = expand(str(v), values)
     return values
