@@ -5,10 +5,11 @@ Dataset, a collate function and a `TrainConfig`. The loop owns everything else: 
 trainable parameters, warmup + cosine/linear LR, gradient clipping, EMA, bf16 autocast,
 progress bar, JSONL log + loss plot, exact-resume checkpoints and the final export.
 
-Built on Hugging Face Accelerate: here one CPU process; the same code runs data-parallel with
-`accelerate launch` (each rank reads its own slice of the same seeded permutation). DeepSpeed /
-FSDP shard model and optimizer state, so there the model/optimizer part of a checkpoint goes
-through `accelerator.save_state` instead of our safetensors files (untested on this machine).
+Built on Hugging Face Accelerate: one process by default; the same code runs data-parallel under
+`accelerate launch` / torchrun (each rank reads its own slice of the same seeded permutation;
+tests/test_distributed.py runs 2 CPU processes over gloo, docs/SCALING.md). DeepSpeed / FSDP shard
+model and optimizer state, so there the model/optimizer part of a checkpoint goes through
+`accelerator.save_state` instead of our safetensors files (not run on this machine: no GPU).
 
 Exact resume: a checkpoint holds the trainable weights (+ persistent buffers), EMA, AdamW state,
 scheduler, step, the RNG states (python, numpy, torch, cuda) and the data position, and the
