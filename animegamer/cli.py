@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "model": ("animegamer.game.cli", "model directories: pack training runs into a playable model"),
     "world": ("animegamer.world.cli", "the synthetic anime world: render datasets, preview, catalogue"),
     "ingest": ("animegamer.ingest.cli", "your own animation files -> a training set (cuts, clips, motion levels)"),
+    "mix": ("animegamer.ingest.cli", "several datasets as one weighted training set (your films and the world)"),
     "train": ("animegamer.training.cli", "train a part: decoder (a), engine (b), adapt (c), vae, clip, action, frames"),
     "recipe": ("animegamer.recipes.cli", "rebuild a whole model (data, every phase, pack, evaluation) from a recipe"),
     "eval": ("animegamer.evaluation.cli", "play held-out world sessions through the game and grade them"),

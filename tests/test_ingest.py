@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -10,12 +11,14 @@ from animegamer.cli import main
 from animegamer.core.atomic_io import write_text
 from animegamer.core.video_io import save_mp4
 from animegamer.evaluation.bench.ingest import grade, world_annotations, world_film
-from animegamer.game.session import Game
+from animegamer.game.session import Game, GameInputError
 from animegamer.ingest import build
 from animegamer.ingest.annotations import COLUMNS, read_annotations
 from animegamer.ingest.build import TEMPLATE_NAME, IngestConfig, ingest
+from animegamer.ingest.mix import mix_datasets, parse_part
 from animegamer.ingest.shots import ClipCutter, CutConfig
 from animegamer.ingest.video import IngestError
+from animegamer.world.cast import load_cast
 from animegamer.world.dataset import RenderConfig, WorldDataset, render_dataset
 
 SHOT_S = 17 / 8
@@ -150,15 +153,47 @@ def test_cli(film, tmp_path, capsys):
 
 
 def test_film_recipe_ingest_finetune_play(film, tmp_path):
-    """The documented path: ingest with annotations -> fine-tune the shipped model (a step each) -> play."""
+    """The documented path: ingest with annotations -> mix with the world -> fine-tune the shipped model (a
+    step each) -> play."""
     path, truth = film
-    notes = write_text(tmp_path / "labels.csv", world_annotations(truth, path.name, SHOT_S))
+    # the film's characters get names of their own, not the world's
+    labels = world_annotations(truth, path.name, SHOT_S)
+    for name in load_cast():
+        labels = re.sub(rf"\b{name}\b", f"{name}ko", labels)
+    notes = write_text(tmp_path / "labels.csv", labels)
     runs = tmp_path / "runs"
     assert main(["recipe", "film", "--out", str(runs), "--no-progress", "--set", f"videos={path}",
-                 "--set", f"annotations={notes}", "--set", "decoder_steps=1", "--set", "engine_steps=1", "--set", "batch_size=2",
-                 "--set", "engine_eval=--eval-windows 1 --eval-sessions 1", "--set", "threads=1"]) == 0
+                 "--set", f"annotations={notes}", "--set", "decoder_steps=1", "--set", "engine_steps=1",
+                 "--set", "batch_size=2", "--set", "engine_eval=--eval-windows 1 --eval-sessions 1",
+                 "--set", "world_sessions=2", "--set", "threads=1"]) == 0
+    assert WorldDataset(runs / "data" / "mix").meta["mix"][1]["sessions"] == 2  # the world mixed in
     game = Game.load(runs / "model", store=tmp_path / "saves")
-    named = truth[0]["characters"]
-    turn = game.new_session(named, seed=1).step(truth[0]["instruction"])
+    assert game.cast and all(c.endswith("ko") for c in game.cast)  # the model's cast is the film's
+    hero = game.cast[0]
+    with pytest.raises(GameInputError, match="unknown character"):
+        game.new_session(["Qiqi"])
+    turn = game.new_session([hero], seed=1).step(f"Character: {hero}; Motion: quickly run; Background: day town.")
     assert turn.frames.shape == (17, 96, 144, 3) and 1 <= turn.motion_level <= 5
     assert turn.anchor == "retrieved"  # drawn from a clip of the film
+
+
+def test_mix_weights_sessions_without_copying(film, tmp_path, capsys):
+    world = film[0].parent / "world"  # 4 sessions of 3 turns
+    render_dataset(RenderConfig(sessions=6, turns=2, seed=78, workers=1), tmp_path / "other", progress=False)
+    assert main(["mix", f"{world}:2", f"{tmp_path / 'other'}:0.5", "--out", str(tmp_path / "mix")]) == 0
+    assert "8 of 4 sessions" in capsys.readouterr().out
+    mixed = WorldDataset(tmp_path / "mix")
+    assert mixed.meta["sessions"] == 4 * 2 + 3 and len(mixed.rows) == 4 * 2 * 3 + 3 * 2
+    assert not (tmp_path / "mix" / "shots").exists()  # no clip copied
+    a, b = WorldDataset(world), WorldDataset(tmp_path / "other")
+    first = a.sessions()[0]
+    assert [r["split"] for r in mixed.sessions()[0]] == [r["split"] for r in first]  # splits kept
+    assert np.array_equal(mixed.frames(mixed.rows[0]), a.frames(first[0]))
+    assert {r["mixed_from"] for r in mixed.rows} == {str(a.root.resolve()), str(b.root.resolve())}
+    render_dataset(RenderConfig(sessions=1, turns=1, seed=1, height=48, width=72, workers=1), tmp_path / "small",
+                   progress=False)
+    with pytest.raises(IngestError, match="other shots"):
+        mix_datasets([(world, 1.0), (tmp_path / "small", 1.0)], tmp_path / "bad")
+    with pytest.raises(IngestError, match="positive number"):
+        parse_part(f"{world}:-1")
+    assert parse_part(f"{world}") == (str(world), 1.0) and parse_part(f"{world}:0.25") == (str(world), 0.25)

@@ -12,6 +12,7 @@ The whole directory is written atomically: a failed pack leaves the previous mod
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 from pathlib import Path
@@ -25,6 +26,7 @@ from animegamer.decoder.anchors import VisualAnchors
 from animegamer.decoder.pipeline import ShotDecoder
 from animegamer.engine.model import load_engine, save_engine
 from animegamer.models.autoencoder import ShotAutoencoder
+from animegamer.world.cast import load_cast
 
 
 def _metrics(run_dir: Path) -> dict[str, Any]:
@@ -66,6 +68,7 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
     n_eng, d_eng, n_dec, d_dec = eng.cfg.rep_tokens, eng.cfg.rep_dim, dec.config.n_tokens, dec.config.d_cond
     if (n_eng, d_eng) != (n_dec, d_dec):
         raise ValueError(f"{engine_dir} predicts s_a of {n_eng} x {d_eng} but {decoder_dir} reads {n_dec} x {d_dec}")
+    cast = film_cast(dec.anchors.entries, list(load_cast())) if isinstance(anchors, (str, Path)) else None
     dtype = torch.float16 if fp16 else None
     with atomic_dir(out) as tmp:
         save_engine(eng, tmp / "engine")
@@ -81,9 +84,21 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
                           **({"anchors": {"from": str(anchors), "shots": len(dec.anchors),
                                           "config": dec.anchors.config.to_dict()}}
                              if isinstance(anchors, (str, Path)) else {}),
+                          **({"cast": cast} if cast else {}),
                           **({"sampler_override": sampler} if sampler else {}), **(provenance or {})},
                          tmp / "model.json")
     return Path(out)
+
+
+def film_cast(entries: list[dict[str, Any]], world_cast: list[str]) -> list[str] | None:
+    """The characters a model's anchors can draw, when some are not the world's (a model fine-tuned on
+    films names its own characters): the world's first, in its order, then the others, most frequent
+    first. None when every name is the world's (the game keeps the world's cast)."""
+    counts = collections.Counter(c for e in entries for c in e["characters"])
+    if set(counts) <= set(world_cast):
+        return None
+    return [c for c in world_cast if c in counts] + sorted((c for c in counts if c not in world_cast),
+                                                          key=lambda c: (-counts[c], c))
 
 
 def same_latent_space(old: ShotAutoencoder, new: ShotAutoencoder) -> ShotAutoencoder:

@@ -26,6 +26,7 @@ are free: the game has no fixed command set.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import secrets
 import threading
@@ -295,6 +296,9 @@ class Game:
         if merge_lora:
             engine.merge_lora(True)  # play only: folds the adapters in (faster per turn)
         decoder = ShotDecoder.from_pretrained(root / "shot_decoder")
+        info = json.loads((root / "model.json").read_text()) if (root / "model.json").is_file() else {}
+        if info.get("cast") and "cast" not in kw:  # a model fine-tuned on films plays their characters
+            kw["cast"] = list(info["cast"])
         return cls(engine, decoder, store, model_info={"path": str(root)}, **kw)
 
     # ------------------------------------------------------------------------- sessions

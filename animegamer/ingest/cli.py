@@ -1,9 +1,11 @@
-"""`animegamer ingest VIDEO... --out DIR`: your own animation into a training set (see build.py)."""
+"""`animegamer ingest VIDEO... --out DIR` (your own animation into a training set, see build.py) and
+`animegamer mix DIR[:W]... --out DIR` (several datasets as one weighted set, see mix.py)."""
 from __future__ import annotations
 
 import argparse
 
 from animegamer.ingest.build import TEMPLATE_NAME, IngestConfig, ingest
+from animegamer.ingest.mix import mix_datasets, parse_part
 from animegamer.ingest.shots import CutConfig
 
 
@@ -36,6 +38,16 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=_ingest)
 
+    m = subparsers.add_parser(
+        "mix", help="several datasets as one weighted training set (e.g. your films and the world)",
+        description="Write a dataset that lists the sessions of several datasets (ingested films, rendered "
+                    "worlds), each repeated by its weight (DIR:WEIGHT; 2 = twice, 0.5 = half its sessions, "
+                    "drawn), pointing at their clips without copying them. Train any phase on it with --data.")
+    m.add_argument("parts", nargs="+", metavar="DIR[:WEIGHT]", help="datasets and their weights (default 1)")
+    m.add_argument("--out", required=True, help="the mixture's directory")
+    m.add_argument("--seed", type=int, default=0, help="draws the fractional part of a weight (default: %(default)s)")
+    m.set_defaults(func=_mix)
+
 
 def _ingest(args: argparse.Namespace) -> int:
     config = IngestConfig(height=args.height, width=args.width, frames=args.frames, fps=args.fps, stride=args.stride,
@@ -55,4 +67,13 @@ def _ingest(args: argparse.Namespace) -> int:
         print(f"{info['video_seconds']:.1f} s of video; this run took {info['seconds_this_run']:.1f} s "
               f"({info['videos_skipped_as_done']} videos already done)")
     print(f"wrote {args.out}/turns.jsonl, meta.json and {TEMPLATE_NAME} (complete it, then rerun with --annotations)")
+    return 0
+
+
+def _mix(args: argparse.Namespace) -> int:
+    meta = mix_datasets([parse_part(p) for p in args.parts], args.out, seed=args.seed)
+    for part in meta["mix"]:
+        print(f"{part['data']}: weight {part['weight']:g}, {part['sessions_listed']} of {part['sessions']} sessions "
+              "listed")
+    print(f"wrote {args.out}: {meta['sessions']} sessions, {meta['turns_total']} turns")
     return 0
