@@ -6,6 +6,7 @@ import pytest
 import torch
 from tiny_game import tiny_models
 
+from animegamer.core.devices import DeviceError, resolve_device
 from animegamer.engine.model import load_engine, save_engine
 from animegamer.game.session import Game, GameInputError, check_instruction
 from animegamer.game.store import StoreError, frames_of
@@ -188,3 +189,24 @@ def test_terminal_and_cli(game, tmp_path, capsys):
     assert main(["sessions", "--store", store, "delete", row.id]) == 0 and game.list_sessions() == []
     assert main(["play", "--model", str(tmp_path / "none"), "--store", store]) == 2
     assert "no playable model" in capsys.readouterr().err
+
+
+def test_device_and_precision(models, tmp_path):
+    """Game.load on a device and at a precision; a CUDA GPU is not here, so asking for one is a clear error."""
+    engine, decoder = models
+    save_engine(engine, tmp_path / "model" / "engine")
+    decoder.save_pretrained(tmp_path / "model" / "shot_decoder")
+    game = Game.load(tmp_path / "model", store=tmp_path / "saves", cast=CAST, device="auto", precision="bf16")
+    assert game.engine.cfg.autocast_bf16 and game.decoder.sampler.autocast
+    assert game.model_info["device"] == str(resolve_device("auto")) and game.model_info["precision"] == "bf16"
+    t = game.new_session(["Qiqi"], seed=1).step(RUN)  # a bf16-autocast turn plays
+    assert t.frames.shape == (5, 8, 8, 3)
+    fp32 = Game.load(tmp_path / "model", store=tmp_path / "saves", cast=CAST, precision="fp32")
+    assert not fp32.engine.cfg.autocast_bf16 and not fp32.decoder.sampler.autocast
+    with pytest.raises(DeviceError, match="unknown precision"):
+        Game.load(tmp_path / "model", store=tmp_path / "saves", precision="int4")
+    with pytest.raises(DeviceError, match="unknown device|only cpu and cuda"):
+        resolve_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(DeviceError, match="no CUDA GPU"):
+            Game.load(tmp_path / "model", store=tmp_path / "saves", device="cuda")

@@ -222,14 +222,15 @@ class VisualAnchors(nn.Module):
         (both None on a session's first turn; the one ``continue_from`` names is used). ``reference``
         encodes ``previous_frame`` (needed only with one)."""
         cfg = self.config
-        predicted = predicted.float()
+        dev = next(encoder.parameters()).device  # the bank is encoded there; the engine's tokens come from the CPU
+        predicted = predicted.float().to(dev)
         distance = None
         seen = None
         if cfg.continue_from == "frame" and previous_frame is not None:
             p = next(encoder.visual.parameters())
             seen = encoder.visual(reference.patch_tokens(_unit(previous_frame)).to(p))[0].float()  # (n_visual, D)
         elif cfg.continue_from == "anchor" and previous_tokens is not None:
-            seen = previous_tokens.float()
+            seen = previous_tokens.float().to(dev)
         if seen is not None:
             distance = float(relative_distance(predicted.mean(0), seen.mean(0)))
             if cfg.continuation and distance < cfg.gate:
@@ -237,8 +238,8 @@ class VisualAnchors(nn.Module):
         if not cfg.retrieval:
             return Anchor(predicted, "engine", distance)
         tokens, pooled = self._bank(encoder.visual)
-        idx = torch.tensor(self.candidates(characters))
+        idx = torch.tensor(self.candidates(characters), device=dev)
         d = relative_distance(self._pool(predicted[None]).expand(len(idx), -1), pooled[idx])
-        near = idx[torch.argsort(d)[: cfg.top_k]]
-        pick = int(near[torch.randint(len(near), (1,), generator=generator)])
+        near = idx[torch.argsort(d)[: cfg.top_k]].tolist()
+        pick = near[int(torch.randint(len(near), (1,), generator=generator))]  # a CPU generator: same draw anywhere
         return Anchor(tokens[pick], "retrieved", distance, pick)

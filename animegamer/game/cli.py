@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 import uvicorn
 
+from animegamer.core.devices import add_device_arguments
 from animegamer.core.runs import resolve_autoencoder
 from animegamer.decoder.sampler import add_sampler_arguments, sampler_overrides
 from animegamer.game.api import ServeConfig, check_exposure, create_app
@@ -41,6 +42,7 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
     play.add_argument("--seed", type=int, default=None, help="with --script: the game's seed (same seed, same game)")
     play.add_argument("--stop-on-error", action="store_true",
                       help="with --script: stop at the first line the game refuses (default: report it, go on)")
+    add_device_arguments(play)
     play.set_defaults(func=_play)
 
     serve = subparsers.add_parser(
@@ -61,6 +63,7 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
     serve.add_argument("--max-queue", type=int, default=ServeConfig.max_queue,
                        help="turns that may wait beyond those; more get 429 (default: %(default)s)")
     serve.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    add_device_arguments(serve)
     serve.set_defaults(func=_serve)
 
     model = subparsers.add_parser("model", help="model directories: pack training runs into a playable model")
@@ -116,7 +119,7 @@ def _play(args: argparse.Namespace) -> int:
             lines = read_script(args.script)  # a bad file fails before the model loads
         except GameInputError as e:
             raise SystemExit(f"play: {e}") from None
-        game = Game.load(args.model, store=args.store)
+        game = Game.load(args.model, store=args.store, device=args.device, precision=args.precision)
         try:
             result = play_script(game, args.script, characters=args.characters, out=args.out, seed=args.seed,
                                  stop_on_error=args.stop_on_error)
@@ -125,7 +128,7 @@ def _play(args: argparse.Namespace) -> int:
         print(f"played {len(result.turns)} of {len(lines)} lines; {len(result.errors)} refused "
               f"(the game is saved: play --terminal --open {result.session.id})")
         return 1 if result.errors else 0
-    game = Game.load(args.model, store=args.store)
+    game = Game.load(args.model, store=args.store, device=args.device, precision=args.precision)
     if args.terminal:
         return run_terminal(game, open_id=args.open_id, characters=args.characters)
 
@@ -138,7 +141,7 @@ def _serve(args: argparse.Namespace) -> int:
     check_exposure(args.host, config)  # before the model loads
     if args.threads:
         torch.set_num_threads(args.threads)
-    game = Game.load(args.model, store=args.store)
+    game = Game.load(args.model, store=args.store, device=args.device, precision=args.precision)
     print(f"AnimeGamer API on http://{args.host}:{args.port} (docs: /docs; saved games: {game.store.root})")
     uvicorn.run(create_app(game, config), host=args.host, port=args.port, log_level="info")
     return 0

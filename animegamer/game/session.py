@@ -25,6 +25,7 @@ are free: the game has no fixed command set.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -40,6 +41,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from animegamer.core.devices import check_precision, resolve_device
 from animegamer.core.video_io import save_mp4
 from animegamer.decoder.anchors import named_characters
 from animegamer.decoder.pipeline import ShotDecoder
@@ -280,9 +282,12 @@ class Game:
 
     @classmethod
     def load(cls, path: str | Path | None = None, store: SessionStore | str | Path | None = None,
-             merge_lora: bool = True, **kw: Any) -> Game:
+             merge_lora: bool = True, device: str | torch.device = "cpu", precision: str | None = None,
+             **kw: Any) -> Game:
         """Models from ``path`` (default: the shipped ``animegamer/weights/default``) holding
-        ``engine/`` (save_engine) and ``shot_decoder/`` (ShotDecoder.save_pretrained)."""
+        ``engine/`` (save_engine) and ``shot_decoder/`` (ShotDecoder.save_pretrained), on ``device``
+        ("cpu", "cuda", "cuda:N", "auto") at ``precision`` ("fp32", "bf16" autocast, None: as saved)."""
+        dev, precision = resolve_device(device), check_precision(precision)
         root = Path(path).expanduser() if path is not None else DEFAULT_WEIGHTS
         missing = [f for f in ENGINE_FILES + DECODER_FILES if not (root / f).exists()]
         if missing:
@@ -295,11 +300,16 @@ class Game:
         engine = load_engine(root / "engine")
         if merge_lora:
             engine.merge_lora(True)  # play only: folds the adapters in (faster per turn)
-        decoder = ShotDecoder.from_pretrained(root / "shot_decoder")
+        engine = engine.to(dev)
+        decoder = ShotDecoder.from_pretrained(root / "shot_decoder", device=dev)
+        if precision is not None:
+            engine.cfg.autocast_bf16 = precision == "bf16"
+            decoder.sampler = dataclasses.replace(decoder.sampler, autocast=precision == "bf16")
         info = json.loads((root / "model.json").read_text()) if (root / "model.json").is_file() else {}
         if info.get("cast") and "cast" not in kw:  # a model fine-tuned on films plays their characters
             kw["cast"] = list(info["cast"])
-        return cls(engine, decoder, store, model_info={"path": str(root)}, **kw)
+        return cls(engine, decoder, store, model_info={"path": str(root), "device": str(dev),
+                                                       "precision": precision or "as saved"}, **kw)
 
     # ------------------------------------------------------------------------- sessions
     def canonical_characters(self, characters: list[str] | str) -> list[str]:

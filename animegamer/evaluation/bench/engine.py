@@ -57,7 +57,7 @@ def benchmark_engine(preset: str = "default", windows: tuple[int, ...] = (1, 5),
                     computed.append(p.timings["computed_tokens"])
                     cpu.append(c1 - c0)
                 allt = reuse_t + full_t
-                med = lambda v: statistics.median(v) if v else None  # noqa: E731
+                med = lambda v: statistics.median(v) if v else None
                 out["runs"].append({
                     "window": window, "slide": slide, "kv_reuse": use_cache,
                     "median_s_per_turn": med(allt), "median_cpu_s_per_turn": med(cpu),

@@ -23,8 +23,9 @@ import platform
 import statistics
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 
@@ -90,7 +91,7 @@ def _median(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
-def play_row(game: "Game", window: int, kv_reuse: bool, turns: int, seed: int = 0) -> dict[str, Any]:
+def play_row(game: Game, window: int, kv_reuse: bool, turns: int, seed: int = 0) -> dict[str, Any]:
     """One session of ``turns`` script turns at engine window ``window``; per-turn stage seconds
     and their medians over turns >= 1."""
     engine, decoder = game.engine, game.decoder
@@ -135,7 +136,8 @@ def play_row(game: "Game", window: int, kv_reuse: bool, turns: int, seed: int = 
 
 
 def bench_game(model: str | Path | None = None, turns: int = 6, windows: tuple[int, ...] | None = None,
-               threads: int | None = None, kv: tuple[bool, ...] = (True, False)) -> dict[str, Any]:
+               threads: int | None = None, kv: tuple[bool, ...] = (True, False), device: str = "cpu",
+               precision: str | None = None) -> dict[str, Any]:
     """The benchmark (see the module doc) of the model in ``model`` (default: the shipped model),
     played into a temporary store."""
 
@@ -146,7 +148,7 @@ def bench_game(model: str | Path | None = None, turns: int = 6, windows: tuple[i
     rss0 = current_rss_mb()
     with tempfile.TemporaryDirectory(prefix="animegamer-bench-") as tmp:
         t0 = time.perf_counter()
-        game = Game.load(model, store=Path(tmp) / "store")
+        game = Game.load(model, store=Path(tmp) / "store", device=device, precision=precision)
         load_s = time.perf_counter() - t0
         rss_loaded = current_rss_mb()
         k = int(game.engine.cfg.window)
@@ -161,6 +163,7 @@ def bench_game(model: str | Path | None = None, turns: int = 6, windows: tuple[i
         dec = game.decoder
         result = {
             "model": game.model_info.get("path", str(model) if model else None),
+            "device": game.model_info.get("device"), "precision": game.model_info.get("precision"),
             "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), "torch": torch.__version__,
             "platform": platform.platform(), "engine_window": k, "turns_per_row": turns,
             "decoder": {"steps": dec.sampler.steps, "guidance": dec.sampler.guidance,
@@ -185,7 +188,7 @@ def format_table(result: dict[str, Any]) -> str:
              "",
              f"{'window':>6} {'KV reuse':>8} {'engine':>9} {'sampling':>9} {'AE decode':>9} {'saving':>9} "
              f"{'s/turn':>9} {'tokens':>7}"]
-    fmt = lambda v: f"{v:9.3f}" if v is not None else f"{'-':>9}"  # noqa: E731
+    fmt = lambda v: f"{v:9.3f}" if v is not None else f"{'-':>9}"
     for r in result["rows"]:
         m = r["median"]
         tok = r.get("median_computed_tokens")

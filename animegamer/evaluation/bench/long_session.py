@@ -32,6 +32,7 @@ import torch
 from tqdm import tqdm
 
 from animegamer.core.atomic_io import atomic_write_path, write_json
+from animegamer.core.devices import add_device_arguments
 from animegamer.core.resources import current_rss_mb, peak_rss_mb
 from animegamer.evaluation.bench.game import SCRIPT
 from animegamer.game.session import Game, GameSession
@@ -79,7 +80,8 @@ def summarise(rows: list[dict[str, Any]], edge: int) -> dict[str, Any]:
 
 
 def bench_long_session(model: str | Path | None = None, turns: int = 200, edge: int = 20,
-                       threads: int | None = None, seed: int = 0, progress: bool = True) -> dict[str, Any]:
+                       threads: int | None = None, seed: int = 0, progress: bool = True, device: str = "cpu",
+                       precision: str | None = None) -> dict[str, Any]:
     """The benchmark of the module doc for the model in ``model`` (default: the shipped model)."""
     if threads:
         torch.set_num_threads(int(threads))
@@ -90,7 +92,7 @@ def bench_long_session(model: str | Path | None = None, turns: int = 200, edge: 
                          f"got {turns}")
     with tempfile.TemporaryDirectory(prefix="animegamer-bench-long-") as tmp:
         t0 = time.perf_counter()
-        game = Game.load(model, store=Path(tmp) / "store")
+        game = Game.load(model, store=Path(tmp) / "store", device=device, precision=precision)
         load_s = time.perf_counter() - t0
         rss_loaded = current_rss_mb()
         session, rows = play_long(game, turns, seed=seed, progress=progress)
@@ -108,7 +110,8 @@ def bench_long_session(model: str | Path | None = None, turns: int = 200, edge: 
                         "reopen_fast": max(reopen_s, web_reopen_s) < REOPEN_S,
                         "reopened_turn_s": reopened_turn_s, "reopened_turn_index": after.index})
         store_mb = sum(p.stat().st_size for p in Path(tmp).rglob("*") if p.is_file()) / 1e6
-    return {"model": game.model_info.get("path"), "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
+    return {"model": game.model_info.get("path"), "device": game.model_info.get("device"),
+            "precision": game.model_info.get("precision"), "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
             "torch": torch.__version__, "platform": platform.platform(), "turns": turns,
             "engine_window": int(game.engine.cfg.window), "load_s": load_s, "rss_after_load_mb": rss_loaded,
             "store_mb": store_mb, "summary": summary, "per_turn": rows}
@@ -168,6 +171,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="compare the medians of turns 1..EDGE and of the last EDGE turns (default: %(default)s)")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     ap.add_argument("--seed", type=int, default=0, help="the session's seed (default: %(default)s)")
+    add_device_arguments(ap)
     ap.add_argument("--out", default=None, metavar="FILE.json", help="also write the result (with every turn) as JSON")
     ap.add_argument("--plot", default=None, metavar="FILE.png", help="also plot seconds per turn and memory")
     ap.add_argument("--json", action="store_true", help="print JSON instead of the summary")
@@ -177,7 +181,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 def run(a: argparse.Namespace) -> int:
     """`animegamer bench-long`: exit 1 when a target is not met."""
     result = bench_long_session(a.model, turns=a.turns, edge=a.edge, threads=a.threads, seed=a.seed,
-                                progress=not a.no_progress)
+                                progress=not a.no_progress, device=a.device, precision=a.precision)
     if a.out:
         write_json(a.out, result)
     if a.plot:
