@@ -8,9 +8,11 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import yaml
 
-from animegamer.core.atomic_io import write_json
+from animegamer.core.atomic_io import write_json, write_text
 from animegamer.world.catalog import catalog
+from animegamer.world.character_gen import character_entry, random_character
 from animegamer.world.dataset import RenderConfig, WorldDataset, relabel_motion_levels, render_dataset
 from animegamer.world.flow import MotionQuantizer
 from animegamer.world.level_ceiling import additive_level_ceiling, level_ceiling
@@ -46,6 +48,14 @@ def register(sub: argparse._SubParsersAction, argv: list[str] | None = None) -> 
     p.add_argument("--fps", type=int, default=8)
     p.add_argument("--workers", type=_positive("--workers"), default=2)
     p.set_defaults(func=_render)
+
+    p = wsub.add_parser("characters", help="draw new characters: their parameters (a cast file) and reference sheets")
+    p.add_argument("--random", type=_positive("--random"), required=True, metavar="N", help="how many to draw")
+    p.add_argument("--seed", type=int, default=0,
+                   help="the first character's seed (each next one +1; seeds from 1000000 up are the held-out "
+                        "characters kept for evaluation)")
+    p.add_argument("--out", required=True, help="directory: characters.yaml (a cast file) and reference_sheets.png")
+    p.set_defaults(func=_characters)
 
     p = wsub.add_parser("catalog", help="list cast, places, motions, interactions, adverbs")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -173,4 +183,17 @@ def _bench(args: argparse.Namespace) -> int:
     print(json.dumps(result, indent=2))
     if args.json_out:
         write_json(args.json_out, result)
+    return 0
+
+
+def _characters(args: argparse.Namespace) -> int:
+    specs = [random_character(args.seed + i, f"New{args.seed + i}") for i in range(args.random)]
+    out = Path(args.out)
+    cast = {"version": 1, "characters": {s.name: character_entry(s) for s in specs}}
+    write_text(out / "characters.yaml", "# drawn by `animegamer world characters`; load_cast(path) reads it\n"
+               + yaml.safe_dump(cast, sort_keys=False, allow_unicode=True))
+    sheet = cast_sheet(out / "reference_sheets.png", specs=specs)
+    for s in specs:
+        print(f"{s.name}: {s.description}")
+    print(f"wrote {out / 'characters.yaml'} and {sheet}")
     return 0

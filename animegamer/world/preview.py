@@ -10,8 +10,9 @@ from PIL import Image, ImageDraw, ImageFont
 
 from animegamer.core.atomic_io import atomic_write
 from animegamer.core.video_io import save_gif, save_mp4
-from animegamer.world.cast import load_cast, random_look
+from animegamer.world.cast import CharacterSpec, load_cast, random_look
 from animegamer.world.character_art import character_portrait
+from animegamer.world.character_gen import reference_sheet
 from animegamer.world.dataset import WorldDataset
 
 ZOOM = 2
@@ -118,14 +119,17 @@ def session_video(data: str | os.PathLike, session: int, stem: str | os.PathLike
     return [save_gif(frames, stem.with_suffix(".gif"), fps=fps), save_mp4(frames, stem.with_suffix(".mp4"), fps=fps)]
 
 
-def cast_sheet(out: str | os.PathLike, size: int = 160) -> Path:
-    """Every character's portrait with its name."""
+def cast_sheet(out: str | os.PathLike, size: int = 160, specs: list[CharacterSpec] | None = None) -> Path:
+    """Every character's portrait with its name: the cast's (in a session's outfit), or ``specs``'
+    reference pictures (default outfit, plain background)."""
 
-    cast = load_cast()
     tiles = []
-    for spec in cast.values():
-        look = random_look(spec, np.random.default_rng(0))
-        portrait = np.ascontiguousarray(character_portrait(spec, look, size))
+    for spec in specs if specs is not None else load_cast().values():
+        if specs is None:
+            portrait = character_portrait(spec, random_look(spec, np.random.default_rng(0)), size)
+        else:
+            portrait = reference_sheet(spec, size)
+        portrait = np.ascontiguousarray(portrait)
         label = Image.new("RGB", (portrait.shape[1], 22), BG)
         ImageDraw.Draw(label).text((6, 3), spec.name, fill=FG, font=_font(14))
         tiles.append(np.concatenate([portrait, np.asarray(label)], axis=0))
