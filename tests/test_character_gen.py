@@ -15,6 +15,7 @@ from animegamer.world.character_gen import (
     random_character,
     reference_sheet,
 )
+from animegamer.world.shot import render_action
 
 
 def _round_trip(spec):
@@ -54,3 +55,12 @@ def test_world_characters_cli(tmp_path, capsys):
     cast = load_cast(tmp_path / "characters.yaml")  # a cast file the world reads
     assert list(cast) == ["New7", "New8", "New9"] and cast["New8"] == random_character(8, "New8")
     assert "New7: a " in out and (tmp_path / "reference_sheets.png").is_file()
+
+
+def test_a_drawn_character_is_rendered_in_the_world():
+    neko = random_character(11, "Neko")
+    frames = render_action(("Neko",), "wave", "", "meadow", "day", seed=3, extra_cast={"Neko": neko})
+    other = render_action(("Qiqi",), "wave", "", "meadow", "day", seed=3)
+    assert frames.shape == (17, 96, 144, 3) and not np.array_equal(frames, other)
+    same_background = (frames[0] == other[0]).all(-1).mean()
+    assert 0.8 < same_background < 1.0  # the same place, a different character in it

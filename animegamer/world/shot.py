@@ -13,7 +13,7 @@ import cv2
 import numpy as np
 
 from animegamer.world import rules
-from animegamer.world.cast import load_cast, random_look
+from animegamer.world.cast import CharacterSpec, load_cast, random_look
 from animegamer.world.character_art import draw_character
 from animegamer.world.instructions import Action, motion_text
 from animegamer.world.motion_catalog import load_motions
@@ -193,10 +193,11 @@ def render_session(seed: int, index: int, n_turns: int, height: int = 96, width:
 
 def render_action(characters: tuple[str, ...], verb: str, adverb: str, place: str, time: str, seed: int = 0,
                   camera: str | None = None, stamina: int = 50, height: int = 96, width: int = 144,
-                  n_frames: int = 17, fps: int = 8) -> np.ndarray:
-    """Render one action outside any session (tests, demos, ground truth for a given action)."""
+                  n_frames: int = 17, fps: int = 8, extra_cast: dict[str, CharacterSpec] | None = None) -> np.ndarray:
+    """Render one action outside any session (tests, demos, ground truth for a given action).
+    ``extra_cast``: characters beyond the cast file's (e.g. drawn by world/character_gen.py)."""
 
-    cast, places = load_cast(), load_places()
+    cast, places = {**load_cast(), **(extra_cast or {})}, load_places()
     motions, adverbs = load_motions()
     unknown = [c for c in characters if c not in cast]
     if unknown or verb not in motions or adverb not in adverbs or place not in places:
