@@ -16,6 +16,7 @@ from animegamer.core.errors import UserFacingError
 COMMANDS: dict[str, tuple[str, str]] = {
     "play": ("animegamer.game.cli", "play the game: a web page on localhost (or --terminal)"),
     "serve": ("animegamer.game.cli", "the game as an HTTP JSON API (docs at /docs)"),
+    "characters": ("animegamer.game.characters_cli", "your own characters: add one from a description, list, remove"),
     "sessions": ("animegamer.game.sessions_cli", "saved games: list, delete, export"),
     "model": ("animegamer.game.cli", "model directories: pack training runs into a playable model"),
     "world": ("animegamer.world.cli", "the synthetic anime world: render datasets, preview, catalogue"),

@@ -29,7 +29,6 @@ import torch
 from tqdm import tqdm
 
 from animegamer.core.atomic_io import write_json
-from animegamer.decoder.anchors import _unit
 from animegamer.evaluation.evaluator import Evaluator
 from animegamer.game.session import Game
 from animegamer.world.cast import load_cast
@@ -60,9 +59,6 @@ def sheet_row(truth: np.ndarray, drawn: np.ndarray, scale: int = 2) -> np.ndarra
 def probe(game: Game, ev: Evaluator, gallery: list[str], extra: dict, seed: int,
           rows: list[np.ndarray] | None = None) -> dict:
     dec, eng = game.decoder, game.engine
-    reference = dec.latent_reference()
-    visual = dec.net.action_encoder.visual
-    n_text = dec.config.n_text
     right = {"anchor": 0, "engine": 0, "truth": 0}
     total = 0
     for a, (verb, adverb, place, time) in enumerate(tqdm(ACTIONS, desc="actions", leave=False)):
@@ -73,10 +69,7 @@ def probe(game: Game, ev: Evaluator, gallery: list[str], extra: dict, seed: int,
         eng.reset_cache()
         for i, c in enumerate(gallery):
             g = torch.Generator().manual_seed(seed * 1000 + a)  # the same noise for every character
-            with torch.no_grad():
-                tokens = visual(reference.patch_tokens(_unit(truths[c][0])).to(next(visual.parameters())))[0]
-            drawn = pred.s_a.clone().float()
-            drawn[n_text:] = tokens.float()
+            drawn = dec.draw_from_frame(pred.s_a, truths[c][0])
             shots = {"anchor": dec(drawn, motion_level=pred.motion_level, generator=g),
                      "engine": dec(pred.s_a, motion_level=pred.motion_level,
                                    generator=torch.Generator().manual_seed(seed * 1000 + a)),

@@ -107,7 +107,7 @@ def relative_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return ((a - b) ** 2).mean(dims) / (a ** 2).mean(dims).clamp_min(1e-8)
 
 
-def _unit(frame: np.ndarray) -> torch.Tensor:
+def frame_tensor(frame: np.ndarray) -> torch.Tensor:
     """uint8 (H, W, 3) -> (1, 3, H, W) in [-1, 1], the autoencoder's input."""
     return torch.from_numpy(np.ascontiguousarray(frame)).permute(2, 0, 1).float().div(127.5).sub(1)[None]
 
@@ -164,7 +164,7 @@ class VisualAnchors(nn.Module):
         f_v, entries = [], []
         for row in tqdm(rows, desc="anchors", unit="shot", disable=not progress, dynamic_ncols=True):
             first = world.frames(row)[0]
-            f_v.append(reference.patch_tokens(_unit(first))[0].half())
+            f_v.append(reference.patch_tokens(frame_tensor(first))[0].half())
             entries.append({"characters": list(row["characters"]), "place": row.get("place"),
                             "time": row.get("time"), "shot": row["shot"]})
         return cls(torch.stack(f_v), entries, reference._grid(*first.shape[:2]), config)
@@ -228,7 +228,7 @@ class VisualAnchors(nn.Module):
         seen = None
         if cfg.continue_from == "frame" and previous_frame is not None:
             p = next(encoder.visual.parameters())
-            seen = encoder.visual(reference.patch_tokens(_unit(previous_frame)).to(p))[0].float()  # (n_visual, D)
+            seen = encoder.visual(reference.patch_tokens(frame_tensor(previous_frame)).to(p))[0].float()  # (n_visual, D)
         elif cfg.continue_from == "anchor" and previous_tokens is not None:
             seen = previous_tokens.float().to(dev)
         if seen is not None:

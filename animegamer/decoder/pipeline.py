@@ -35,7 +35,7 @@ from animegamer.core.checkpoint import (
     state_dict_to_dtype,
 )
 from animegamer.core.runs import DECODER_CONFIG, DECODER_WEIGHTS
-from animegamer.decoder.anchors import Anchor, VisualAnchors
+from animegamer.decoder.anchors import Anchor, VisualAnchors, frame_tensor
 from animegamer.decoder.diffusion import DiffusionConfig
 from animegamer.decoder.network import DecoderConfig, DecoderNet
 from animegamer.decoder.sampler import SamplerConfig, sample
@@ -169,6 +169,22 @@ class ShotDecoder(nn.Module):
         drawn = s_a.clone().float()
         drawn[c.n_text:] = a.tokens.to(drawn)
         return drawn, a
+
+    def draw_from_frame(self, s_a: torch.Tensor, frame: np.ndarray) -> torch.Tensor:
+        """``s_a`` (N, D) with its visual tokens replaced by those of one picture (uint8 H x W x 3 at the
+        model's frame size): the shot will start from that picture, as from a retrieved anchor."""
+        visual = self.net.action_encoder.visual
+        with torch.no_grad():
+            tokens = visual(self.latent_reference().patch_tokens(frame_tensor(frame)).to(next(visual.parameters())))[0]
+        drawn = s_a.clone().float()
+        drawn[self.config.n_text:] = tokens.to(drawn)
+        return drawn
+
+    @property
+    def frame_size(self) -> tuple[int, int]:
+        """(height, width) of the frames this decoder draws."""
+        r = self.autoencoder.spatial_ratio
+        return self.config.latent_height * r, self.config.latent_width * r
 
     # -- persistence ----------------------------------------------------------------------------
     def save_pretrained(self, directory: str | Path, dtype: torch.dtype | None = None) -> Path:

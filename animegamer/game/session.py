@@ -38,18 +38,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import cv2
 import numpy as np
 import torch
 
 from animegamer.core.devices import check_precision, resolve_device
 from animegamer.core.video_io import save_mp4
-from animegamer.decoder.anchors import named_characters
+from animegamer.decoder.anchors import Anchor, named_characters
 from animegamer.decoder.pipeline import ShotDecoder
 from animegamer.engine.model import load_engine
 from animegamer.engine.sequence import TurnRecord
+from animegamer.game.characters import CharacterBook, CharacterError, CustomCharacter
 from animegamer.game.store import SessionStore, StoreError, TurnRow, export_session, frames_of
 from animegamer.world.cast import load_cast
 from animegamer.world.rules import HIGH, LOW, STATE_NAMES, apply_deltas, initial_states
+from animegamer.world.shot import render_action
 
 MAX_INSTRUCTION_CHARS = 500
 FPS = 8  # the paper's shots play at 8 fps
@@ -218,10 +221,13 @@ class GameSession:
             last = self.turns[-1] if self.turns else None
             # the last frame the player saw, read back from its clip, so a reopened game continues alike
             frame = frames_of(last.video_path)[-1] if last and anchors and anchors.config.continue_from == "frame" else None
-            drawn, anchor = game.decoder.anchor(pred.s_a, frame, last.s_a if last else None,
-                                                named_characters(text, self.characters),
+            named = named_characters(text, self.characters)
+            drawn, anchor = game.decoder.anchor(pred.s_a, frame, last.s_a if last else None, named,
                                                 torch.Generator().manual_seed(seed))
-            remembered = drawn if anchors and anchors.config.history == "drawn" else pred.s_a
+            if any(c in game.custom for c in named) and (anchor is None or anchor.source != "continued"):
+                drawn, anchor = game.custom_anchor(pred.s_a, named, anchor)  # no bank frame shows them
+            custom = anchor is not None and anchor.source == "custom"
+            remembered = drawn if custom or (anchors and anchors.config.history == "drawn") else pred.s_a
             frames = game.decoder(drawn, motion_level=pred.motion_level,
                                   generator=torch.Generator().manual_seed(seed))
             t2 = time.perf_counter()
@@ -265,7 +271,9 @@ class Game:
         self.engine = engine.eval()
         self.decoder = decoder.eval()
         self.store = store if isinstance(store, SessionStore) else SessionStore(store)
-        self.cast = list(cast)
+        self.characters = CharacterBook(self.store.root / "characters")  # the player's own, beside the saves
+        self.custom = self.characters.specs()
+        self.cast = list(cast) + [n for n in self.custom if n not in cast]
         self.model_info = dict(model_info or {})
         self.temperature = float(temperature)
         self.fps = int(fps)
@@ -310,6 +318,43 @@ class Game:
             kw["cast"] = list(info["cast"])
         return cls(engine, decoder, store, model_info={"path": str(root), "device": str(dev),
                                                        "precision": precision or "as saved"}, **kw)
+
+    # ------------------------------------------------------------------------- the player's characters
+    def add_character(self, name: str, description: str) -> CustomCharacter:
+        """A character of the player's own from a description (game/characters.py); kept with the saves."""
+        try:
+            made = self.characters.add(name, description, taken=self.cast)
+        except CharacterError as e:
+            raise GameInputError(str(e)) from None
+        self.custom[made.name] = made.spec
+        self.cast.append(made.name)
+        return made
+
+    def remove_character(self, name: str) -> None:
+        """Forget a custom character (saved games that played it keep their shots)."""
+        try:
+            self.characters.remove(name)
+        except CharacterError as e:
+            raise GameInputError(str(e)) from None
+        left = self.characters.specs()
+        self.cast = [c for c in self.cast if c not in self.custom or c in left]
+        self.custom = left
+
+    def custom_anchor(self, s_a: torch.Tensor, named: list[str], retrieved: Anchor | None) -> tuple[torch.Tensor, Anchor]:
+        """Draw a turn that names a custom character from a frame of it rendered by the world into the
+        place and time of the bank's nearest anchor (or a meadow by day without a bank)."""
+        bank = self.decoder.anchors
+        entry = bank.entries[retrieved.entry] if bank is not None and retrieved and retrieved.entry is not None else {}
+        place, time_of_day = entry.get("place") or "meadow", entry.get("time") or "day"
+        who = next(c for c in named if c in self.custom)
+        h, w = self.decoder.frame_size
+        frame = render_action((who,), "wave", "", place, time_of_day, seed=0, extra_cast=self.custom,
+                              height=max(h, 48), width=max(w, 72))[0]
+        if frame.shape[:2] != (h, w):
+            frame = cv2.resize(frame, (w, h), interpolation=cv2.INTER_AREA)
+        drawn = self.decoder.draw_from_frame(s_a, frame)
+        return drawn, Anchor(drawn[self.decoder.config.n_text:], "custom",
+                             retrieved.distance if retrieved else None, retrieved.entry if retrieved else None)
 
     # ------------------------------------------------------------------------- sessions
     def canonical_characters(self, characters: list[str] | str) -> list[str]:

@@ -16,6 +16,7 @@ import gradio as gr
 import numpy as np
 
 from animegamer.core.video_io import read_middle_frame
+from animegamer.game.characters import EXAMPLE as CHARACTER_EXAMPLE
 from animegamer.game.session import EXAMPLE, Game, GameInputError, GameSession, Turn
 from animegamer.game.store import STATE_COLORS, StoreError
 from animegamer.world.instructions import _vocab, known_adverbs, known_places, known_times
@@ -158,6 +159,13 @@ def build_app(game: Game) -> gr.Blocks:
                         refresh = gr.Button("↻", scale=0, min_width=40)
                     open_btn = gr.Button("Open saved game", elem_id="open")
                     export_btn = gr.Button("Export this game (MP4 + storyboard)", elem_id="export")
+                with gr.Accordion("your own character", open=False):
+                    new_name = gr.Textbox(label="name", max_lines=1, elem_id="new-name")
+                    new_desc = gr.Textbox(label="what they look like", placeholder=CHARACTER_EXAMPLE, lines=2,
+                                          elem_id="new-description")
+                    add_btn = gr.Button("Add character", elem_id="add-character")
+                    new_ref = gr.Image(label="their reference picture", interactive=False, visible=False,
+                                       height=160, elem_id="new-reference")
                     files = gr.File(label="export", file_count="multiple", interactive=False, visible=False,
                                     elem_id="export-files")
         gallery = gr.Gallery(label="timeline (click a shot to replay it)", columns=8, height=200,
@@ -201,6 +209,16 @@ def build_app(game: Game) -> gr.Blocks:
             mp4, png = session.export()
             return gr.update(value=[str(mp4), str(png)], visible=True), f"exported `{mp4.name}` and `{png.name}`"
 
+        def do_add(name: str, description: str):
+            try:
+                made = game.add_character(name, description)
+            except GameInputError as e:
+                return gr.update(), gr.update(visible=False), f"⚠️ {html.escape(str(e))}"
+            note = (f"added **{html.escape(made.name)}**: {html.escape(made.spec.description)} (understood: "
+                    f"{html.escape(', '.join(made.understood))}); start a new game with them")
+            return (gr.update(choices=list(game.cast), value=[made.name]),
+                    gr.update(value=str(game.characters.reference_path(made.name)), visible=True), note)
+
         def do_select(session: GameSession | None, evt: gr.SelectData):
             shown = session.turns[-GALLERY_TURNS:] if session is not None else []
             if evt.index is None or not 0 <= int(evt.index) < len(shown):
@@ -217,6 +235,7 @@ def build_app(game: Game) -> gr.Blocks:
         open_btn.click(do_open, [saved, session_state], [*view, chars])
         export_btn.click(do_export, [session_state], [files, message])
         gallery.select(do_select, [session_state], video)
+        add_btn.click(do_add, [new_name, new_desc], [chars, new_ref, message])
         demo.load(lambda: gr.update(choices=session_choices(game)), None, saved)  # games saved since startup
     return demo
 

@@ -34,7 +34,7 @@ HELD_OUT_SEED = 1_000_000  # drawn characters with a seed at or above this are k
 SKIN_TONES: tuple[RGB, ...] = ((255, 224, 196), (246, 208, 176), (234, 188, 150), (204, 150, 112),
                               (168, 116, 84), (120, 82, 58))
 HUE_NAMES = ((15, "red"), (40, "orange"), (65, "yellow"), (160, "green"), (200, "teal"), (250, "blue"),
-             (285, "purple"), (330, "pink"), (360, "red"))
+             (285, "purple"), (345, "pink"), (360, "red"))
 REFERENCE_BACKGROUND = (236, 236, 236)
 
 

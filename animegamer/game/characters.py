@@ -1,0 +1,194 @@
+"""The player's own characters: made from a description, kept beside the saved games, drawn in play.
+
+    book = CharacterBook(store_root / "characters")
+    neko = book.add("Neko", "a girl with short green hair in a red hoodie, with a scarf", taken=cast)
+    neko.spec, neko.understood, book.reference_path("Neko")
+
+A description is read word by word for what the world's character generator can draw: a hair
+colour and style, an outfit and its colour, accessories and their colours, girl / boy. Everything
+it does not mention comes from a generator seeded by the name, so the same name and words always
+give the same character. What it understood is kept and shown; a description with nothing drawable
+is refused with an example.
+
+In play (``GameSession.step``), a turn that names a custom character is drawn from a frame of that
+character rendered by the world into the place and time of the nearest anchor of the bank
+(`decoder/anchors.py`): the decoder animates the character from one picture, no training.
+docs/results/custom_characters.md measures how well: unseen characters are recognised at 3x chance.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from animegamer.core.atomic_io import atomic_write, write_json
+from animegamer.world.cast import ACCESSORY_TYPES, CharacterSpec, parse_cast
+from animegamer.world.character_gen import character_entry, describe, random_character, reference_sheet
+
+MAX_NAME = 40
+BOOK_NAME = "characters.json"
+COLOURS = {"red": "#e03a3a", "orange": "#f08a24", "yellow": "#f2d33c", "blonde": "#f0d77a", "golden": "#e8b930",
+           "green": "#3fae4f", "teal": "#1fa6a0", "cyan": "#39c6e0", "blue": "#3a66d8", "navy": "#223a7a",
+           "purple": "#8a4fd0", "violet": "#9a5fe0", "pink": "#f06aa8", "black": "#26262e", "white": "#f2f2f2",
+           "grey": "#8a8a94", "gray": "#8a8a94", "brown": "#7a4a2a", "silver": "#c8ccd4"}
+STYLE_WORDS = {"twin tails": "twin_tails", "twintails": "twin_tails", "pigtails": "twin_tails",
+               "long": "long_straight", "straight": "long_straight", "bob": "bob", "spiky": "spiky",
+               "ponytail": "ponytail", "short": "short_messy", "messy": "short_messy", "bun": "bun",
+               "braids": "braids", "braided": "braids", "side-swept": "side_swept", "swept": "side_swept"}
+OUTFIT_WORDS = {"dress": "dress", "hoodie": "hoodie", "sailor": "sailor_uniform", "blazer": "blazer_uniform",
+                "robe": "witch_robe", "overalls": "overalls", "kimono": "kimono", "t-shirt": "tshirt_shorts",
+                "tshirt": "tshirt_shorts", "shorts": "tshirt_shorts", "coat": "coat"}
+ACCESSORY_WORDS = {t.replace("_", " "): t for t in ACCESSORY_TYPES} | {"sun hat": "sunhat", "hat": "witch_hat"}
+WHO = {"girl": "she", "woman": "she", "she": "she", "her": "she", "boy": "he", "man": "he", "he": "he", "his": "he"}
+EXAMPLE = "a girl with short green hair in a red hoodie, with a scarf"
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9 '\-]*$")
+
+
+class CharacterError(ValueError):
+    """A character cannot be added or removed (the message says why)."""
+
+
+@dataclass
+class CustomCharacter:
+    name: str
+    description: str
+    spec: CharacterSpec
+    understood: list[str]
+    created_at: float
+
+
+def _seed(name: str) -> int:
+    return int.from_bytes(hashlib.blake2b(name.lower().encode(), digest_size=6).digest(), "little")
+
+
+NOUN_WORDS = set(OUTFIT_WORDS) | {w for p in ACCESSORY_WORDS for w in p.split()} | {"hair"}
+
+
+def _colour_before(words: list[str], i: int) -> str | None:
+    """The colour word just before position i, or one further back past an adjective ("green spiky
+    hair"); never past another thing ("a black coat, glasses": the coat is black, not the glasses)."""
+    for w in reversed(words[max(0, i - 2):i]):
+        if w in COLOURS:
+            return w
+        if w in NOUN_WORDS:
+            return None
+    return None
+
+
+def from_description(name: str, text: str) -> tuple[CharacterSpec, list[str]]:
+    """The character the words describe (the rest drawn from the name) and what was understood."""
+    entry = character_entry(random_character(_seed(name), name))
+    words = re.findall(r"[a-z][a-z\-]*", text.lower())
+    joined = " ".join(words)
+    understood: list[str] = []
+    accessories = []
+    for i, w in enumerate(words):
+        if w in WHO:
+            entry["pronoun"] = WHO[w]
+            understood.append(w)
+        elif w == "hair":
+            colour = _colour_before(words, i)
+            if colour:
+                entry["hair"]["color"] = COLOURS[colour]
+                understood.append(f"{colour} hair")
+            styles = [STYLE_WORDS[x] for x in words[max(0, i - 3):i] if x in STYLE_WORDS]
+            if styles:
+                entry["hair"]["style"] = styles[0]
+                understood.append(f"{styles[0].replace('_', ' ')} hair")
+        elif w in OUTFIT_WORDS:
+            entry["outfit"]["type"] = OUTFIT_WORDS[w]
+            colour = _colour_before(words, i)
+            if colour:
+                entry["outfit"]["top"] = COLOURS[colour]
+            understood.append(" ".join(x for x in (colour, w) if x))
+    rest = joined
+    for phrase, kind in sorted(ACCESSORY_WORDS.items(), key=lambda kv: -len(kv[0])):  # "witch hat" before "hat"
+        m = re.search(rf"\b{re.escape(phrase)}\b", rest)
+        if m and kind not in {a["type"] for a in accessories}:
+            before = rest[:m.start()].split()
+            colour = _colour_before(before, len(before))
+            accessories.append({"type": kind, "color": COLOURS[colour] if colour else entry["outfit"]["accent"]})
+            understood.append(" ".join(x for x in (colour, phrase) if x))
+            rest = rest[:m.start()] + " " + rest[m.end():]
+    entry["accessories"] = accessories  # what the player named, nothing they did not
+    for v in entry["outfit_variants"]:  # a variant may recolour only accessories the character wears
+        kept = {t: c for t, c in v.pop("accessories", {}).items() if t in {a["type"] for a in accessories}}
+        if kept:
+            v["accessories"] = kept
+    if not understood:
+        raise CharacterError(f"nothing in {text!r} says what {name} looks like; name a hair colour or style "
+                             f"({', '.join(sorted(set(STYLE_WORDS)))}), an outfit ({', '.join(sorted(OUTFIT_WORDS))}) "
+                             f"or accessories, e.g. {EXAMPLE!r}")
+    entry["description"] = describe(entry)
+    spec = parse_cast({"characters": {name: entry}}, f"description of {name}")[name]
+    return spec, list(dict.fromkeys(understood))
+
+
+def check_name(name: Any, taken: list[str]) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise CharacterError("a character needs a name")
+    name = " ".join(name.split())
+    if len(name) > MAX_NAME:
+        raise CharacterError(f"the name is {len(name)} characters long; keep it to {MAX_NAME}")
+    if not _NAME.match(name):
+        raise CharacterError(f"{name!r}: a name starts with a letter and holds letters, digits, spaces, - and '")
+    if name.lower() in {t.lower() for t in taken}:
+        raise CharacterError(f"{name} is already taken; choose another name")
+    return name
+
+
+class CharacterBook:
+    """The custom characters of one saved-games directory (``root``/characters.json + reference PNGs)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    def _read(self) -> dict[str, Any]:
+        p = self.root / BOOK_NAME
+        return json.loads(p.read_text()) if p.is_file() else {"version": 1, "characters": {}}
+
+    def list(self) -> list[CustomCharacter]:
+        out = []
+        for name, d in self._read()["characters"].items():
+            spec = parse_cast({"characters": {name: d["entry"]}}, str(self.root / BOOK_NAME))[name]
+            out.append(CustomCharacter(name, d["description"], spec, d["understood"], d["created_at"]))
+        return out
+
+    def names(self) -> list[str]:
+        return list(self._read()["characters"])
+
+    def specs(self) -> dict[str, CharacterSpec]:
+        return {c.name: c.spec for c in self.list()}
+
+    def reference_path(self, name: str) -> Path:
+        return self.root / f"{hashlib.blake2b(name.encode(), digest_size=6).hexdigest()}.png"
+
+    def add(self, name: Any, description: Any, taken: list[str]) -> CustomCharacter:
+        name = check_name(name, taken + self.names())
+        if not isinstance(description, str) or not description.strip():
+            raise CharacterError(f"describe {name}, e.g. {EXAMPLE!r}")
+        if len(description) > 500:
+            raise CharacterError(f"the description is {len(description)} characters long; keep it to 500")
+        spec, understood = from_description(name, description)
+        book = self._read()
+        sheet = Image.fromarray(reference_sheet(spec, 256))
+        atomic_write(self.reference_path(name), lambda fh: sheet.save(fh, format="PNG"))  # before the entry names it
+        book["characters"][name] = {"description": description.strip(), "entry": character_entry(spec),
+                                    "understood": understood, "created_at": time.time()}
+        write_json(self.root / BOOK_NAME, book)
+        return CustomCharacter(name, description.strip(), spec, understood, book["characters"][name]["created_at"])
+
+    def remove(self, name: str) -> None:
+        book = self._read()
+        match = next((n for n in book["characters"] if n.lower() == str(name).strip().lower()), None)
+        if match is None:
+            raise CharacterError(f"no custom character {name!r} (yours: {', '.join(book['characters']) or 'none'})")
+        del book["characters"][match]
+        write_json(self.root / BOOK_NAME, book)
+        self.reference_path(match).unlink(missing_ok=True)

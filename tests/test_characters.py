@@ -1,0 +1,87 @@
+"""The player's own characters (game/characters.py): from a description, kept with the saves, played."""
+from __future__ import annotations
+
+import pytest
+import torch
+from tiny_game import CAST, tiny_models
+
+from animegamer.cli import main
+from animegamer.game.characters import BOOK_NAME, CharacterBook, CharacterError, from_description
+from animegamer.game.session import Game, GameInputError
+from animegamer.game.web import build_app
+
+torch.set_num_threads(1)
+NEKO = "a girl with short green hair in a red hoodie, with a scarf"
+
+
+@pytest.fixture(scope="module")
+def models():
+    return tiny_models()
+
+
+def test_a_description_becomes_a_character():
+    spec, understood = from_description("Neko", NEKO)
+    assert understood == ["girl", "green hair", "short messy hair", "red hoodie", "scarf"]
+    assert spec.pronoun == "she" and spec.hair_style == "short_messy" and spec.outfit_type == "hoodie"
+    assert spec.hair_color[1] > spec.hair_color[0] and spec.top[0] > spec.top[2]  # green hair, red hoodie
+    assert [a.type for a in spec.accessories] == ["scarf"]
+    assert from_description("Neko", NEKO)[0] == spec  # the same name and words, the same character
+    glasses = from_description("Ren2", "a boy in a black coat, glasses")[0]
+    assert glasses.top == (38, 38, 46) and glasses.accessories[0].color != (38, 38, 46)  # the coat is black
+    with pytest.raises(CharacterError, match="nothing in 'just vibes'"):
+        from_description("Neko", "just vibes")
+
+
+def test_add_play_reopen_remove(models, tmp_path):
+    game = Game.from_models(*models, store=tmp_path / "saves", cast=CAST)
+    made = game.add_character("Neko", NEKO)
+    assert game.cast == CAST + ["Neko"] and made.understood
+    assert game.characters.reference_path("Neko").is_file()
+    session = game.new_session(["Neko", "Qiqi"], seed=2)
+    t1 = session.step("Neko waves at Qiqi")
+    assert t1.anchor == "custom" and t1.frames.shape == (5, 8, 8, 3)
+    again = Game.from_models(*models, store=tmp_path / "saves", cast=CAST)  # a restart: Neko is still there
+    assert "Neko" in again.cast and again.custom["Neko"] == made.spec
+    reopened = again.open_session(session.id)
+    assert torch.equal(reopened.turns[0].s_a, t1.s_a)  # the drawn s_a is the history
+    assert reopened.step("Neko sits down").index == 1
+    again.remove_character("neko")
+    assert again.cast == CAST and not again.characters.reference_path("Neko").exists()
+
+
+@pytest.mark.parametrize("name,description,match", [
+    ("", NEKO, "needs a name"), ("x" * 41, NEKO, "keep it to 40"), ("Qiqi", NEKO, "already taken"),
+    ("neko", NEKO, "already taken"), ("7up", NEKO, "starts with a letter"), ("Ne<ko>", NEKO, "starts with a letter"),
+    ("Momo", "", "describe Momo"), ("Momo", "z" * 501, "keep it to 500"), ("Momo", "loves cake", "nothing in"),
+])
+def test_bad_input_changes_nothing(models, tmp_path, name, description, match):
+    game = Game.from_models(*models, store=tmp_path / "saves", cast=CAST)
+    game.add_character("Neko", NEKO)
+    book = (tmp_path / "saves" / "characters" / BOOK_NAME).read_bytes()
+    with pytest.raises(GameInputError, match=match):
+        game.add_character(name, description)
+    assert (tmp_path / "saves" / "characters" / BOOK_NAME).read_bytes() == book and game.cast == CAST + ["Neko"]
+    with pytest.raises(GameInputError, match="no custom character"):
+        game.remove_character("Nobody")
+
+
+def test_cli(tmp_path, capsys):
+    store = str(tmp_path / "saves")
+    assert main(["characters", "--store", store, "add", "Neko", "--description", NEKO]) == 0
+    assert "understood: girl, green hair" in capsys.readouterr().out
+    assert main(["characters", "--store", store, "list"]) == 0
+    assert "Neko" in capsys.readouterr().out
+    assert main(["characters", "--store", store, "add", "Qiqi", "--description", NEKO]) == 2  # the cast's name
+    assert "already taken" in capsys.readouterr().err
+    assert main(["characters", "--store", store, "remove", "Neko"]) == 0
+    assert CharacterBook(tmp_path / "saves" / "characters").names() == []
+
+
+def test_web_page_adds_a_character(models, tmp_path):
+    game = Game.from_models(*models, store=tmp_path / "saves", cast=CAST)
+    app = build_app(game)
+    add = next(d.fn for d in app.fns.values() if getattr(d.fn, "__name__", "") == "do_add")
+    chars, picture, note = add("Neko", NEKO)
+    assert chars["choices"] == CAST + ["Neko"] and chars["value"] == ["Neko"] and picture["visible"]
+    assert "understood: girl, green hair" in note
+    assert "already taken" in add("Neko", NEKO)[2] and game.cast == CAST + ["Neko"]
