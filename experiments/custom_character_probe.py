@@ -16,12 +16,18 @@ character's own (chance 1/8). Two controls:
 - ``engine``: the engine's own visual tokens, the same for everyone, so chance;
 - ``truth``: each true shot's own first frame against the true last frames, the instrument's
   ceiling when nothing is decoded.
+The colour test (the issue's): each held-out character and a copy with the hue of its hair and
+outfit turned half a circle, played with the same instructions and seed under the same name: the
+difference of the two games' mean frame colours should point the way the references' does.
 Page: docs/results/custom_characters.md.
 """
 from __future__ import annotations
 
 import argparse
+import colorsys
+import dataclasses
 import json
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +38,7 @@ from animegamer.core.atomic_io import write_json
 from animegamer.evaluation.evaluator import Evaluator
 from animegamer.game.session import Game
 from animegamer.world.cast import load_cast
-from animegamer.world.character_gen import held_out_characters
+from animegamer.world.character_gen import held_out_characters, reference_sheet
 from animegamer.world.preview import save_png
 from animegamer.world.shot import render_action
 
@@ -82,6 +88,35 @@ def probe(game: Game, ev: Evaluator, gallery: list[str], extra: dict, seed: int,
     return {k: {"right": v, "of": total, "accuracy": v / total} for k, v in right.items()} | {"chance": 1 / len(gallery)}
 
 
+def recoloured(spec, shift: float = 0.5):
+    """The same character with the hue of its hair and outfit turned by ``shift`` of the colour circle."""
+    def turn(c):
+        h, sat, v = colorsys.rgb_to_hsv(*(x / 255 for x in c))
+        return tuple(round(x * 255) for x in colorsys.hsv_to_rgb((h + shift) % 1.0, sat, v))
+    return dataclasses.replace(spec, hair_color=turn(spec.hair_color), top=turn(spec.top), bottom=turn(spec.bottom))
+
+
+def colour_test(model: str | None, characters: list, instructions: tuple[str, ...], store: Path) -> dict:
+    """The issue's colour test: the same instructions and seed with a character and its recoloured copy
+    (under the same name, in two games). Does the mean colour difference of the two games' frames point
+    the same way as that of the two reference pictures?"""
+    cosines = []
+    for k, spec in enumerate(characters):
+        means = []
+        for j, version in enumerate((spec, recoloured(spec))):
+            game = Game.load(model, store=store / f"{k}_{j}")
+            game.custom = {"Neko": dataclasses.replace(version, name="Neko")}
+            game.cast.append("Neko")
+            session = game.new_session(["Neko"], seed=100 + k)
+            frames = np.concatenate([session.step(t).frames for t in instructions])
+            ref = reference_sheet(game.custom["Neko"]).astype(np.float64)
+            means.append((frames.reshape(-1, 3).mean(0), ref.reshape(-1, 3).mean(0)))
+        d_game, d_ref = means[0][0] - means[1][0], means[0][1] - means[1][1]
+        cosines.append(float(d_game @ d_ref / (np.linalg.norm(d_game) * np.linalg.norm(d_ref) + 1e-9)))
+    return {"cosines": cosines, "same_direction": sum(c > 0 for c in cosines), "of": len(cosines),
+            "mean_cosine": float(np.mean(cosines)), "instructions": list(instructions)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=None, help="model directory (default: the shipped model)")
@@ -100,6 +135,10 @@ def main() -> None:
               "held out (never seen)": probe(game, ev, [h.name for h in held], {h.name: h for h in held}, a.seed,
                                              rows),
               "actions": [list(x) for x in ACTIONS], "seed": a.seed, "gallery": 8}
+    result["colour test (held out, hue turned half a circle)"] = colour_test(
+        a.model, held, ("Character: Neko; Motion: wave; Background: day meadow.", "Neko walks slowly in the town",
+                        "Character: Neko; Motion: happily dance; Background: sunset beach."),
+        Path(tempfile.mkdtemp(prefix="animegamer-colour-")))
     print(json.dumps({k: v for k, v in result.items() if k != "actions"}, indent=1))
     if a.out:
         write_json(a.out, result)
