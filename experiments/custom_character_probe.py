@@ -10,6 +10,9 @@ replaces the visual tokens of the engine's s_a, as a retrieved anchor does in th
 tokens and the motion level come from one engine prediction per action, the same for everyone, so
 only the anchor tells the characters apart. The decoder draws the shot from there.
 
+``picture``: the same, but the anchor frame is the character's reference picture cut out and stood in
+the scene (what `characters add --image` does with an uploaded picture) instead of a true frame.
+
 Re-identification: the evaluator's embedding of the decoded shot's last 4 frames against those of
 each gallery character's true shot of the same action. It counts as right when the nearest is the
 character's own (chance 1/8). Two controls:
@@ -36,11 +39,12 @@ from tqdm import tqdm
 
 from animegamer.core.atomic_io import write_json
 from animegamer.evaluation.evaluator import Evaluator
+from animegamer.game.characters import CustomCharacter, cut_out
 from animegamer.game.session import Game
 from animegamer.world.cast import load_cast
 from animegamer.world.character_gen import held_out_characters, reference_sheet
 from animegamer.world.preview import save_png
-from animegamer.world.shot import render_action
+from animegamer.world.shot import render_action, render_cutout
 
 ACTIONS = (("run", "quickly", "town", "day"), ("wave", "", "meadow", "day"), ("dance", "happily", "beach", "sunset"),
            ("walk", "slowly", "station", "night"), ("jump", "energetically", "forest", "day"),
@@ -64,8 +68,10 @@ def sheet_row(truth: np.ndarray, drawn: np.ndarray, scale: int = 2) -> np.ndarra
 
 def probe(game: Game, ev: Evaluator, gallery: list[str], extra: dict, seed: int,
           rows: list[np.ndarray] | None = None) -> dict:
+    specs = {**load_cast(), **extra}
+    sprites = {c: cut_out(reference_sheet(specs[c], 256)) for c in gallery}  # "uploaded" reference pictures
     dec, eng = game.decoder, game.engine
-    right = {"anchor": 0, "engine": 0, "truth": 0}
+    right = {"anchor": 0, "picture": 0, "engine": 0, "truth": 0}
     total = 0
     for a, (verb, adverb, place, time) in enumerate(tqdm(ACTIONS, desc="actions", leave=False)):
         truths = {c: render_action((c,), verb, adverb, place, time, seed=seed + a, extra_cast=extra) for c in gallery}
@@ -76,7 +82,10 @@ def probe(game: Game, ev: Evaluator, gallery: list[str], extra: dict, seed: int,
         for i, c in enumerate(gallery):
             g = torch.Generator().manual_seed(seed * 1000 + a)  # the same noise for every character
             drawn = dec.draw_from_frame(pred.s_a, truths[c][0])
+            stood = render_cutout(sprites[c], place, time, seed=seed + a)  # the picture stood in the scene
             shots = {"anchor": dec(drawn, motion_level=pred.motion_level, generator=g),
+                     "picture": dec(dec.draw_from_frame(pred.s_a, stood), motion_level=pred.motion_level,
+                                    generator=torch.Generator().manual_seed(seed * 1000 + a)),
                      "engine": dec(pred.s_a, motion_level=pred.motion_level,
                                    generator=torch.Generator().manual_seed(seed * 1000 + a)),
                      "truth": np.repeat(truths[c][:1], TAIL, axis=0)}
@@ -105,11 +114,12 @@ def colour_test(model: str | None, characters: list, instructions: tuple[str, ..
         means = []
         for j, version in enumerate((spec, recoloured(spec))):
             game = Game.load(model, store=store / f"{k}_{j}")
-            game.custom = {"Neko": dataclasses.replace(version, name="Neko")}
+            neko = dataclasses.replace(version, name="Neko")
+            game.custom = {"Neko": CustomCharacter("Neko", neko.description, neko, [], 0.0)}
             game.cast.append("Neko")
             session = game.new_session(["Neko"], seed=100 + k)
             frames = np.concatenate([session.step(t).frames for t in instructions])
-            ref = reference_sheet(game.custom["Neko"]).astype(np.float64)
+            ref = reference_sheet(neko).astype(np.float64)
             means.append((frames.reshape(-1, 3).mean(0), ref.reshape(-1, 3).mean(0)))
         d_game, d_ref = means[0][0] - means[1][0], means[0][1] - means[1][1]
         cosines.append(float(d_game @ d_ref / (np.linalg.norm(d_game) * np.linalg.norm(d_ref) + 1e-9)))

@@ -1,14 +1,18 @@
 """The player's own characters (game/characters.py): from a description, kept with the saves, played."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
+from PIL import Image
 from tiny_game import CAST, tiny_models
 
 from animegamer.cli import main
-from animegamer.game.characters import BOOK_NAME, CharacterBook, CharacterError, from_description
+from animegamer.game.characters import BOOK_NAME, CharacterBook, CharacterError, cut_out, from_description, read_picture
 from animegamer.game.session import Game, GameInputError
 from animegamer.game.web import build_app
+from animegamer.world.character_gen import random_character, reference_sheet
+from animegamer.world.shot import render_cutout
 
 torch.set_num_threads(1)
 NEKO = "a girl with short green hair in a red hoodie, with a scarf"
@@ -41,7 +45,7 @@ def test_add_play_reopen_remove(models, tmp_path):
     t1 = session.step("Neko waves at Qiqi")
     assert t1.anchor == "custom" and t1.frames.shape == (5, 8, 8, 3)
     again = Game.from_models(*models, store=tmp_path / "saves", cast=CAST)  # a restart: Neko is still there
-    assert "Neko" in again.cast and again.custom["Neko"] == made.spec
+    assert "Neko" in again.cast and again.custom["Neko"].spec == made.spec
     reopened = again.open_session(session.id)
     assert torch.equal(reopened.turns[0].s_a, t1.s_a)  # the drawn s_a is the history
     assert reopened.step("Neko sits down").index == 1
@@ -52,7 +56,7 @@ def test_add_play_reopen_remove(models, tmp_path):
 @pytest.mark.parametrize("name,description,match", [
     ("", NEKO, "needs a name"), ("x" * 41, NEKO, "keep it to 40"), ("Qiqi", NEKO, "already taken"),
     ("neko", NEKO, "already taken"), ("7up", NEKO, "starts with a letter"), ("Ne<ko>", NEKO, "starts with a letter"),
-    ("Momo", "", "describe Momo"), ("Momo", "z" * 501, "keep it to 500"), ("Momo", "loves cake", "nothing in"),
+    ("Momo", "", "describe Momo or give a picture"), ("Momo", "z" * 501, "keep it to 500"), ("Momo", "loves cake", "nothing in"),
 ])
 def test_bad_input_changes_nothing(models, tmp_path, name, description, match):
     game = Game.from_models(*models, store=tmp_path / "saves", cast=CAST)
@@ -85,3 +89,39 @@ def test_web_page_adds_a_character(models, tmp_path):
     assert chars["choices"] == CAST + ["Neko"] and chars["value"] == ["Neko"] and picture["visible"]
     assert "understood: girl, green hair" in note
     assert "already taken" in add("Neko", NEKO)[2] and game.cast == CAST + ["Neko"]
+
+
+def test_a_character_from_a_picture(models, tmp_path):
+    """A picture in the world's style (here a drawn character's reference sheet) is cut out and stood in the scene."""
+    sheet = tmp_path / "momo.png"
+    Image.fromarray(reference_sheet(random_character(1_000_005, "Momo"), 256)).save(sheet)
+    sprite = cut_out(read_picture(sheet))
+    assert sprite.shape[2] == 4 and sprite[..., 3].any() and sprite.shape[0] > sprite.shape[1]  # a standing figure
+    game = Game.from_models(*models, store=tmp_path / "saves", cast=CAST)
+    made = game.add_character("Momo", image=sheet)
+    assert made.spec is None and made.sprite.is_file() and game.characters.reference_path("Momo").is_file()
+    turn = game.new_session(["Momo"], seed=4).step("Momo waves")
+    assert turn.anchor == "custom"
+    frame = render_cutout(sprite, "meadow", "day")
+    plain = render_cutout(np.zeros((4, 4, 4), np.uint8), "meadow", "day")
+    assert frame.shape == (96, 144, 3) and (np.abs(frame.astype(int) - plain).sum(-1) > 30).mean() > 0.02
+    both = game.add_character("Lulu", NEKO, image=sheet)  # both: the picture is drawn, the words are kept
+    assert both.sprite is not None and both.understood
+    assert Game.from_models(*models, store=tmp_path / "saves", cast=CAST).custom["Momo"].sprite == made.sprite
+
+
+@pytest.mark.parametrize("make,match", [
+    (lambda p: p.write_text("not a picture"), "not a picture this game can read"),
+    (lambda p: p.write_bytes(b""), "0 bytes"),
+    (lambda p: Image.new("RGB", (20, 20), "white").save(p, format="PNG"), "20 x 20 pixels"),
+    (lambda p: Image.new("RGB", (200, 200), "white").save(p, format="PNG"), "no character stands out"),
+])
+def test_bad_pictures(models, tmp_path, make, match):
+    picture = tmp_path / "bad.png"
+    make(picture)
+    game = Game.from_models(*models, store=tmp_path / "saves", cast=CAST)
+    with pytest.raises(GameInputError, match=match):
+        game.add_character("Momo", image=picture)
+    assert game.cast == CAST and not (tmp_path / "saves" / "characters" / BOOK_NAME).exists()
+    with pytest.raises(GameInputError, match="no such picture"):
+        game.add_character("Momo", image=tmp_path / "missing.png")

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import cv2
+import numpy as np
 from PIL import Image
 
 from animegamer.core.atomic_io import atomic_write, write_json
@@ -58,9 +60,10 @@ class CharacterError(ValueError):
 class CustomCharacter:
     name: str
     description: str
-    spec: CharacterSpec
+    spec: CharacterSpec | None  # None for a character made from a picture alone
     understood: list[str]
     created_at: float
+    sprite: Path | None = None  # the cut-out of the player's picture (RGBA PNG), drawn instead of the spec
 
 
 def _seed(name: str) -> int:
@@ -156,33 +159,53 @@ class CharacterBook:
     def list(self) -> list[CustomCharacter]:
         out = []
         for name, d in self._read()["characters"].items():
-            spec = parse_cast({"characters": {name: d["entry"]}}, str(self.root / BOOK_NAME))[name]
-            out.append(CustomCharacter(name, d["description"], spec, d["understood"], d["created_at"]))
+            spec = (parse_cast({"characters": {name: d["entry"]}}, str(self.root / BOOK_NAME))[name]
+                    if d.get("entry") else None)
+            out.append(CustomCharacter(name, d["description"], spec, d["understood"], d["created_at"],
+                                       self.sprite_path(name) if d.get("picture") else None))
         return out
 
     def names(self) -> list[str]:
         return list(self._read()["characters"])
 
-    def specs(self) -> dict[str, CharacterSpec]:
-        return {c.name: c.spec for c in self.list()}
+    def characters(self) -> dict[str, CustomCharacter]:
+        return {c.name: c for c in self.list()}
+
+    def _stem(self, name: str) -> str:
+        return hashlib.blake2b(name.encode(), digest_size=6).hexdigest()
 
     def reference_path(self, name: str) -> Path:
-        return self.root / f"{hashlib.blake2b(name.encode(), digest_size=6).hexdigest()}.png"
+        return self.root / f"{self._stem(name)}.png"
 
-    def add(self, name: Any, description: Any, taken: list[str]) -> CustomCharacter:
-        name = check_name(name, taken + self.names())
-        if not isinstance(description, str) or not description.strip():
-            raise CharacterError(f"describe {name}, e.g. {EXAMPLE!r}")
+    def sprite_path(self, name: str) -> Path:
+        return self.root / f"{self._stem(name)}_cutout.png"
+
+    def add(self, name: Any, description: Any = None, taken: list[str] | None = None,
+            image: str | Path | None = None) -> CustomCharacter:
+        """A character from a description, a picture (of the character alone on a plain background, in
+        the world's drawing style), or both (the picture is what is drawn)."""
+        name = check_name(name, list(taken or []) + self.names())
+        if description is not None and not isinstance(description, str):
+            raise CharacterError(f"the description must be text, got {type(description).__name__}")
+        description = (description or "").strip()
+        if not description and image is None:
+            raise CharacterError(f"describe {name} or give a picture of them, e.g. {EXAMPLE!r}")
         if len(description) > 500:
             raise CharacterError(f"the description is {len(description)} characters long; keep it to 500")
-        spec, understood = from_description(name, description)
+        sprite = cut_out(read_picture(image)) if image is not None else None  # a bad picture fails first
+        spec, understood = from_description(name, description) if description else (None, [])
         book = self._read()
-        sheet = Image.fromarray(reference_sheet(spec, 256))
-        atomic_write(self.reference_path(name), lambda fh: sheet.save(fh, format="PNG"))  # before the entry names it
-        book["characters"][name] = {"description": description.strip(), "entry": character_entry(spec),
-                                    "understood": understood, "created_at": time.time()}
+        reference = Image.fromarray(read_picture(image)) if image is not None else \
+            Image.fromarray(reference_sheet(spec, 256))
+        atomic_write(self.reference_path(name), lambda fh: reference.save(fh, format="PNG"))  # files before the entry
+        if sprite is not None:
+            atomic_write(self.sprite_path(name), lambda fh: Image.fromarray(sprite, "RGBA").save(fh, format="PNG"))
+        made = time.time()
+        book["characters"][name] = {"description": description, "entry": character_entry(spec) if spec else None,
+                                    "understood": understood, "created_at": made, "picture": sprite is not None}
         write_json(self.root / BOOK_NAME, book)
-        return CustomCharacter(name, description.strip(), spec, understood, book["characters"][name]["created_at"])
+        return CustomCharacter(name, description, spec, understood, made,
+                               self.sprite_path(name) if sprite is not None else None)
 
     def remove(self, name: str) -> None:
         book = self._read()
@@ -192,3 +215,57 @@ class CharacterBook:
         del book["characters"][match]
         write_json(self.root / BOOK_NAME, book)
         self.reference_path(match).unlink(missing_ok=True)
+        self.sprite_path(match).unlink(missing_ok=True)
+
+
+MIN_PICTURE, MAX_PICTURE, MAX_PICTURE_BYTES = 48, 4096, 20 * 1024 * 1024
+BACKGROUND_TOLERANCE = 24  # per channel: how far from the border's colours a pixel may be and still be background
+
+
+def read_picture(path: str | Path) -> np.ndarray:
+    """An uploaded picture as uint8 RGB (H, W, 3), or CharacterError saying what is wrong with it."""
+    p = Path(path)
+    if not p.is_file():
+        raise CharacterError(f"{p}: no such picture")
+    size = p.stat().st_size
+    if size == 0 or size > MAX_PICTURE_BYTES:
+        raise CharacterError(f"{p}: {size} bytes; a picture is 1 byte to {MAX_PICTURE_BYTES // 2**20} MB")
+    try:
+        with Image.open(p) as im:
+            im.load()
+            rgba = im.convert("RGBA")
+    except (OSError, SyntaxError, Image.DecompressionBombError) as e:
+        raise CharacterError(f"{p}: not a picture this game can read ({e})") from None
+    w, h = rgba.size
+    if min(w, h) < MIN_PICTURE or max(w, h) > MAX_PICTURE:
+        raise CharacterError(f"{p}: {w} x {h} pixels; a picture is {MIN_PICTURE} to {MAX_PICTURE} pixels a side")
+    bg = Image.new("RGBA", rgba.size, (255, 255, 255, 255))  # transparent pixels become a plain background
+    return np.asarray(Image.alpha_composite(bg, rgba).convert("RGB"))
+
+
+def cut_out(picture: np.ndarray) -> np.ndarray:
+    """The character of a picture on a plain background, as RGBA cropped to it: everything connected
+    to the picture's border within ``BACKGROUND_TOLERANCE`` of its colour is background; the largest
+    remaining blob is the character. CharacterError when no character stands out."""
+    h, w = picture.shape[:2]
+    mask = np.zeros((h + 2, w + 2), np.uint8)
+    img = np.ascontiguousarray(picture)
+    tol = (BACKGROUND_TOLERANCE,) * 3
+    step = max(1, min(h, w) // 32)
+    border = [(x, 0) for x in range(0, w, step)] + [(x, h - 1) for x in range(0, w, step)] + \
+             [(0, y) for y in range(0, h, step)] + [(w - 1, y) for y in range(0, h, step)]
+    for x, y in border:
+        if not mask[y + 1, x + 1]:
+            cv2.floodFill(img.copy(), mask, (x, y), (0, 0, 0), tol, tol,
+                          4 | cv2.FLOODFILL_MASK_ONLY | cv2.FLOODFILL_FIXED_RANGE | (255 << 8))
+    fg = (mask[1:-1, 1:-1] == 0).astype(np.uint8)
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(fg, connectivity=8)
+    if n < 2:
+        raise CharacterError("no character stands out from the picture's background: use a picture of the "
+                             "character alone on a plain background")
+    k = 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA]))
+    if stats[k, cv2.CC_STAT_AREA] < 0.02 * h * w:
+        raise CharacterError("the character is too small in the picture (under 2% of it): crop closer")
+    x, y, bw, bh = (int(v) for v in stats[k, :4])
+    alpha = (labels == k).astype(np.uint8) * 255
+    return np.dstack([picture, alpha])[y:y + bh, x:x + bw]

@@ -15,10 +15,14 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
                    help="saved-games directory they are kept in (default: $ANIMEGAMER_SAVES or the user data dir)")
     sub = p.add_subparsers(dest="action", metavar="ACTION")
     sub.required = True
-    a = sub.add_parser("add", help="a new character from a description (hair, outfit, accessories, girl / boy)")
+    a = sub.add_parser("add", help="a new character from a description (hair, outfit, accessories, girl / boy) "
+                                   "and / or a picture")
     a.add_argument("name")
-    a.add_argument("--description", required=True,
+    a.add_argument("--description", default=None,
                    help="e.g. 'a girl with short green hair in a red hoodie, with a scarf'")
+    a.add_argument("--image", default=None, metavar="PICTURE",
+                   help="a picture of the character alone on a plain background, in the world's drawing style "
+                        "(PNG, JPEG, ...; what is drawn when given)")
     a.set_defaults(func=_add)
     sub.add_parser("list", help="your characters, newest last").set_defaults(func=_list)
     r = sub.add_parser("remove", help="forget a character (saved games keep their shots)")
@@ -34,11 +38,12 @@ def _book(args: argparse.Namespace) -> CharacterBook:
 def _add(args: argparse.Namespace) -> int:
     book = _book(args)
     try:
-        made = book.add(args.name, args.description, taken=list(load_cast()))
+        made = book.add(args.name, args.description, taken=list(load_cast()), image=args.image)
     except CharacterError as e:
         raise ValueError(str(e)) from None
-    print(f"added {made.name}: {made.spec.description}")
-    print(f"understood: {', '.join(made.understood)}")
+    print(f"added {made.name}: " + (made.spec.description if made.spec else "from the picture"))
+    if made.understood:
+        print(f"understood: {', '.join(made.understood)}")
     print(f"reference picture: {book.reference_path(made.name)} (play them: animegamer play, new game with {made.name})")
     return 0
 
@@ -49,7 +54,7 @@ def _list(args: argparse.Namespace) -> int:
         print("no characters of your own yet: animegamer characters add NAME --description '...'")
     for c in chars:
         when = time.strftime("%Y-%m-%d", time.localtime(c.created_at))
-        print(f"{c.name:<16}{when}  {c.spec.description}")
+        print(f"{c.name:<16}{when}  " + (c.spec.description if c.spec else "") + (" (from a picture)" if c.sprite else ""))
     return 0
 
 

@@ -41,6 +41,7 @@ from typing import Any
 import cv2
 import numpy as np
 import torch
+from PIL import Image
 
 from animegamer.core.devices import check_precision, resolve_device
 from animegamer.core.video_io import save_mp4
@@ -52,7 +53,7 @@ from animegamer.game.characters import CharacterBook, CharacterError, CustomChar
 from animegamer.game.store import SessionStore, StoreError, TurnRow, export_session, frames_of
 from animegamer.world.cast import load_cast
 from animegamer.world.rules import HIGH, LOW, STATE_NAMES, apply_deltas, initial_states
-from animegamer.world.shot import render_action
+from animegamer.world.shot import render_action, render_cutout
 
 MAX_INSTRUCTION_CHARS = 500
 FPS = 8  # the paper's shots play at 8 fps
@@ -272,7 +273,7 @@ class Game:
         self.decoder = decoder.eval()
         self.store = store if isinstance(store, SessionStore) else SessionStore(store)
         self.characters = CharacterBook(self.store.root / "characters")  # the player's own, beside the saves
-        self.custom = self.characters.specs()
+        self.custom: dict[str, CustomCharacter] = self.characters.characters()
         self.cast = list(cast) + [n for n in self.custom if n not in cast]
         self.model_info = dict(model_info or {})
         self.temperature = float(temperature)
@@ -320,13 +321,14 @@ class Game:
                                                        "precision": precision or "as saved"}, **kw)
 
     # ------------------------------------------------------------------------- the player's characters
-    def add_character(self, name: str, description: str) -> CustomCharacter:
-        """A character of the player's own from a description (game/characters.py); kept with the saves."""
+    def add_character(self, name: str, description: str | None = None, image: str | Path | None = None) -> CustomCharacter:
+        """A character of the player's own from a description, a picture or both (game/characters.py);
+        kept with the saves."""
         try:
-            made = self.characters.add(name, description, taken=self.cast)
+            made = self.characters.add(name, description, taken=self.cast, image=image)
         except CharacterError as e:
             raise GameInputError(str(e)) from None
-        self.custom[made.name] = made.spec
+        self.custom[made.name] = made
         self.cast.append(made.name)
         return made
 
@@ -336,7 +338,7 @@ class Game:
             self.characters.remove(name)
         except CharacterError as e:
             raise GameInputError(str(e)) from None
-        left = self.characters.specs()
+        left = self.characters.characters()
         self.cast = [c for c in self.cast if c not in self.custom or c in left]
         self.custom = left
 
@@ -346,10 +348,14 @@ class Game:
         bank = self.decoder.anchors
         entry = bank.entries[retrieved.entry] if bank is not None and retrieved and retrieved.entry is not None else {}
         place, time_of_day = entry.get("place") or "meadow", entry.get("time") or "day"
-        who = next(c for c in named if c in self.custom)
+        who = self.custom[next(c for c in named if c in self.custom)]
         h, w = self.decoder.frame_size
-        frame = render_action((who,), "wave", "", place, time_of_day, seed=0, extra_cast=self.custom,
-                              height=max(h, 48), width=max(w, 72))[0]
+        size = {"height": max(h, 48), "width": max(w, 72)}
+        if who.sprite is not None:  # the player's picture, cut out and stood in the scene
+            frame = render_cutout(np.asarray(Image.open(who.sprite).convert("RGBA")), place, time_of_day, **size)
+        else:
+            frame = render_action((who.name,), "wave", "", place, time_of_day, extra_cast={who.name: who.spec},
+                                  **size)[0]
         if frame.shape[:2] != (h, w):
             frame = cv2.resize(frame, (w, h), interpolation=cv2.INTER_AREA)
         drawn = self.decoder.draw_from_frame(s_a, frame)

@@ -163,6 +163,8 @@ def build_app(game: Game) -> gr.Blocks:
                     new_name = gr.Textbox(label="name", max_lines=1, elem_id="new-name")
                     new_desc = gr.Textbox(label="what they look like", placeholder=CHARACTER_EXAMPLE, lines=2,
                                           elem_id="new-description")
+                    new_pic = gr.Image(label="or a picture of them (alone, plain background)", type="filepath",
+                                       sources=["upload"], height=160, elem_id="new-picture")
                     add_btn = gr.Button("Add character", elem_id="add-character")
                     new_ref = gr.Image(label="their reference picture", interactive=False, visible=False,
                                        height=160, elem_id="new-reference")
@@ -209,13 +211,14 @@ def build_app(game: Game) -> gr.Blocks:
             mp4, png = session.export()
             return gr.update(value=[str(mp4), str(png)], visible=True), f"exported `{mp4.name}` and `{png.name}`"
 
-        def do_add(name: str, description: str):
+        def do_add(name: str, description: str, picture: str | None = None):
             try:
-                made = game.add_character(name, description)
+                made = game.add_character(name, description or None, image=picture or None)
             except GameInputError as e:
                 return gr.update(), gr.update(visible=False), f"⚠️ {html.escape(str(e))}"
-            note = (f"added **{html.escape(made.name)}**: {html.escape(made.spec.description)} (understood: "
-                    f"{html.escape(', '.join(made.understood))}); start a new game with them")
+            what = made.spec.description if made.spec else "from your picture"
+            understood = f" (understood: {', '.join(made.understood)})" if made.understood else ""
+            note = f"added **{html.escape(made.name)}**: {html.escape(what + understood)}; start a new game with them"
             return (gr.update(choices=list(game.cast), value=[made.name]),
                     gr.update(value=str(game.characters.reference_path(made.name)), visible=True), note)
 
@@ -235,7 +238,7 @@ def build_app(game: Game) -> gr.Blocks:
         open_btn.click(do_open, [saved, session_state], [*view, chars])
         export_btn.click(do_export, [session_state], [files, message])
         gallery.select(do_select, [session_state], video)
-        add_btn.click(do_add, [new_name, new_desc], [chars, new_ref, message])
+        add_btn.click(do_add, [new_name, new_desc, new_pic], [chars, new_ref, message])
         demo.load(lambda: gr.update(choices=session_choices(game)), None, saved)  # games saved since startup
     return demo
 

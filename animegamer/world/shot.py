@@ -24,6 +24,7 @@ from animegamer.world.sessions import ActorState, SessionPlan, TurnPlan, plan_se
 SUPERSAMPLE = 2
 CHARACTER_SCALE = 0.46  # pixel height of a height-1.0 character, as a fraction of the frame height
 WORLD_WIDTH_FACTOR = 4.0  # a place is this many views wide: room for a run to the far side
+STANDING_HEIGHT = 0.9  # a height-1.0 character standing, head to toe, in units of CHARACTER_SCALE
 # Shrinks the animations' travel: at 8 fps a full-speed run moved the background 15 px a frame
 # under a follow camera, more than DIS flow tracks on flat anime backgrounds (faster runs then
 # MEASURED slower). At 0.35 a wild run moves ~10 px a frame and flow grows with speed again.
@@ -137,6 +138,37 @@ def render_turn(turn: TurnPlan, scene: PlaceScene, cast: dict, n_frames: int, fp
         scene.render_foreground(canvas, float(cams[t]))
         out[t] = cv2.resize(canvas, (width, height), interpolation=cv2.INTER_AREA)
     return out, [float(x[-1]) for x in xs], [facing, -facing][: len(tracks)]
+
+
+def render_cutout(sprite: np.ndarray, place: str, time: str, seed: int = 0, height: int = 96, width: int = 144,
+                  x: float = 0.5) -> np.ndarray:
+    """One frame of ``place`` at ``time`` with a cut-out character standing in it: ``sprite`` is uint8
+    RGBA (h, w, 4), alpha 0 where there is no character; it is scaled to a standing character's height
+    and stood on the ground at ``x`` (0..1 across the view), in the scene's light."""
+    places = load_places()
+    if place not in places or sprite.ndim != 3 or sprite.shape[2] != 4:
+        raise ValueError(f"render_cutout needs a known place and an RGBA sprite, got {place!r}, {sprite.shape}")
+    rng = np.random.default_rng(seed)
+    scene = PlaceScene(places[place], time, sample_props(places[place], rng), height * SUPERSAMPLE,
+                       width * SUPERSAMPLE, world_width_factor=WORLD_WIDTH_FACTOR, seed=seed)
+    cam = float(_camera_path(scene, "static", np.array([x]))[0])  # where a static shot of x looks
+    canvas = scene.render(cam)
+    target = max(8, round(CHARACTER_SCALE * scene.height * STANDING_HEIGHT))
+    w = max(1, round(sprite.shape[1] * target / sprite.shape[0]))
+    small = cv2.resize(sprite, (w, target), interpolation=cv2.INTER_AREA)
+    cx, bottom = round(scene.to_screen_x(x, cam)), round(scene.ground_y)
+    y0, x0 = bottom - target, cx - w // 2
+    ys, xs = slice(max(0, y0), min(canvas.shape[0], bottom)), slice(max(0, x0), min(canvas.shape[1], x0 + w))
+    part = small[ys.start - y0: ys.stop - y0, xs.start - x0: xs.stop - x0]
+    alpha = part[..., 3:4].astype(np.float32) / 255.0
+    rgb = part[..., :3].astype(np.float32)
+    light = _character_light(scene, time)
+    if light is not None:  # the character takes the scene's light, as drawn characters do
+        rgb = np.clip(rgb * light[0] + light[1], 0, 255)
+    region = canvas[ys, xs].astype(np.float32)
+    canvas[ys, xs] = (alpha * rgb + (1 - alpha) * region).astype(np.uint8)
+    scene.render_foreground(canvas, cam)
+    return cv2.resize(canvas, (width, height), interpolation=cv2.INTER_AREA)
 
 
 def caption(turn: TurnPlan) -> str:
