@@ -237,3 +237,19 @@ def test_real_server_two_games_concurrently(game):
         server.should_exit = True
         thread.join(30)
     assert not thread.is_alive()
+
+
+def test_your_own_character_through_http(client, game):
+    r = client.post("/characters", json={"name": "Neko", "description": "a girl with short green hair in a red hoodie"})
+    assert r.status_code == 201, r.text
+    made = r.json()
+    assert "green hair" in made["understood"] and client.get("/characters").json()["characters"][-1] == "Neko"
+    picture = client.get(made["reference_url"])
+    assert picture.status_code == 200 and picture.content[:4] == b"\x89PNG"
+    gid = client.post("/games", json={"characters": ["Neko"]}).json()["id"]
+    assert client.post(f"/games/{gid}/turns", json={"instruction": "Neko waves"}).status_code == 201
+    for body, status in (({"name": "Neko", "description": "blue hair"}, 422), ({"name": "Momo", "description": "x"}, 422),
+                         ({"name": "", "description": "blue hair"}, 422), ({"name": "Momo"}, 422)):
+        assert client.post("/characters", json=body).status_code == status
+    assert client.get("/characters/Nobody/reference.png").status_code == 404
+    assert client.get("/characters").json()["characters"] == CAST + ["Neko"]

@@ -6,6 +6,7 @@ the web page, so a game started by a program can be reopened in the browser and 
     POST   /games                          {"characters": ["Qiqi"], "seed": 7}       -> 201 game
     POST   /games/{id}/turns               {"instruction": "Qiqi runs in the town"}  -> 201 turn
     GET    /games | /games/{id} | /games/{id}/turns/{n} | /characters | /health
+    POST   /characters                     {"name": "Neko", "description": "..."}      -> 201 (your own character)
     GET    /games/{id}/turns/{n}/clip.mp4  the turn's shot
     POST   /games/{id}/export              -> {"video_url", "storyboard_url"}
     GET    /games/{id}/export.mp4 | /games/{id}/export.png
@@ -92,6 +93,19 @@ class NewGame(_Strict):
     characters: list[str] = Field(min_length=1, max_length=10, description="cast names (GET /characters)")
     seed: int | None = Field(None, ge=0, le=MAX_SEED, description="same seed and instructions, same game")
     states: dict[str, int] | None = Field(None, description="start states (stamina, social, entertainment: 0..100)")
+
+
+class NewCharacter(_Strict):
+    name: str = Field(min_length=1, max_length=40, description="how instructions name them")
+    description: str = Field(min_length=1, max_length=500,
+                             description="what they look like: hair colour and style, outfit, accessories, girl / boy")
+
+
+class CharacterOut(BaseModel):
+    name: str
+    description: str
+    understood: list[str]
+    reference_url: str
 
 
 class NewTurn(_Strict):
@@ -353,6 +367,22 @@ def create_app(game: Game, config: ServeConfig | None = None) -> FastAPI:
     @app.get("/characters", summary="the cast a game can be started with")
     def characters(h: Hall) -> dict[str, list[str]]:
         return {"characters": list(h.game.cast)}
+
+    @app.post("/characters", status_code=201, response_model=CharacterOut,
+              summary="add a character of your own from a description (game/characters.py)")
+    def new_character(body: NewCharacter, h: Hall) -> CharacterOut:
+        try:
+            made = h.game.add_character(body.name, body.description)
+        except GameInputError as e:
+            raise ApiError(422, str(e)) from None
+        return CharacterOut(name=made.name, description=made.spec.description, understood=made.understood,
+                            reference_url=f"/characters/{made.name}/reference.png")
+
+    @app.get("/characters/{name}/reference.png", response_class=FileResponse, summary="a character's reference picture")
+    def character_reference(name: Annotated[str, UrlPath(max_length=40)], h: Hall) -> FileResponse:
+        if name not in h.game.custom:
+            raise ApiError(404, f"no character of your own named {name!r}")
+        return FileResponse(_inside(h.game.store.root, h.game.characters.reference_path(name)), media_type="image/png")
 
     @app.post("/games", status_code=201, response_model=GameOut, summary="start a game")
     def new_game(body: NewGame, h: Hall) -> GameOut:
