@@ -78,7 +78,7 @@ def test_cli(tmp_path, capsys):
     assert main(["characters", "--store", store, "add", "Qiqi", "--description", NEKO]) == 2  # the cast's name
     assert "already taken" in capsys.readouterr().err
     assert main(["characters", "--store", store, "remove", "Neko"]) == 0
-    assert CharacterBook(tmp_path / "saves" / "characters").names() == []
+    assert CharacterBook(tmp_path / "saves").names() == []
 
 
 def test_web_page_adds_a_character(models, tmp_path):

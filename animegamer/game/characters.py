@@ -1,6 +1,6 @@
 """The player's own characters: made from a description, kept beside the saved games, drawn in play.
 
-    book = CharacterBook(store_root / "characters")
+    book = CharacterBook(store_root)                        # kept in store_root/characters/
     neko = book.add("Neko", "a girl with short green hair in a red hoodie, with a scarf", taken=cast)
     neko.spec, neko.understood, book.reference_path("Neko")
 
@@ -35,6 +35,7 @@ from animegamer.world.character_gen import character_entry, describe, random_cha
 
 MAX_NAME = 40
 BOOK_NAME = "characters.json"
+CHARACTERS_DIR = "characters"  # inside a saved-games directory
 COLOURS = {"red": "#e03a3a", "orange": "#f08a24", "yellow": "#f2d33c", "blonde": "#f0d77a", "golden": "#e8b930",
            "green": "#3fae4f", "teal": "#1fa6a0", "cyan": "#39c6e0", "blue": "#3a66d8", "navy": "#223a7a",
            "purple": "#8a4fd0", "violet": "#9a5fe0", "pink": "#f06aa8", "black": "#26262e", "white": "#f2f2f2",
@@ -147,10 +148,11 @@ def check_name(name: Any, taken: list[str]) -> str:
 
 
 class CharacterBook:
-    """The custom characters of one saved-games directory (``root``/characters.json + reference PNGs)."""
+    """The custom characters of one saved-games directory, kept in its ``characters/`` folder
+    (characters.json + reference PNGs + picture cut-outs)."""
 
-    def __init__(self, root: str | Path) -> None:
-        self.root = Path(root)
+    def __init__(self, store_root: str | Path) -> None:
+        self.root = Path(store_root) / CHARACTERS_DIR
 
     def _read(self) -> dict[str, Any]:
         p = self.root / BOOK_NAME
@@ -192,11 +194,11 @@ class CharacterBook:
             raise CharacterError(f"describe {name} or give a picture of them, e.g. {EXAMPLE!r}")
         if len(description) > 500:
             raise CharacterError(f"the description is {len(description)} characters long; keep it to 500")
-        sprite = cut_out(read_picture(image)) if image is not None else None  # a bad picture fails first
+        picture = read_picture(image) if image is not None else None
+        sprite = cut_out(picture) if picture is not None else None  # a bad picture fails before anything is written
         spec, understood = from_description(name, description) if description else (None, [])
         book = self._read()
-        reference = Image.fromarray(read_picture(image)) if image is not None else \
-            Image.fromarray(reference_sheet(spec, 256))
+        reference = Image.fromarray(picture if picture is not None else reference_sheet(spec, 256))
         atomic_write(self.reference_path(name), lambda fh: reference.save(fh, format="PNG"))  # files before the entry
         if sprite is not None:
             atomic_write(self.sprite_path(name), lambda fh: Image.fromarray(sprite, "RGBA").save(fh, format="PNG"))

@@ -31,8 +31,7 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
 
 
 def _book(args: argparse.Namespace) -> CharacterBook:
-    root = default_store_dir() if args.store is None else args.store
-    return CharacterBook(f"{root}/characters")
+    return CharacterBook(default_store_dir() if args.store is None else args.store)
 
 
 def _add(args: argparse.Namespace) -> int:

@@ -272,7 +272,7 @@ class Game:
         self.engine = engine.eval()
         self.decoder = decoder.eval()
         self.store = store if isinstance(store, SessionStore) else SessionStore(store)
-        self.characters = CharacterBook(self.store.root / "characters")  # the player's own, beside the saves
+        self.characters = CharacterBook(self.store.root)  # the player's own, beside the saves
         self.custom: dict[str, CustomCharacter] = self.characters.characters()
         self.cast = list(cast) + [n for n in self.custom if n not in cast]
         self.model_info = dict(model_info or {})
