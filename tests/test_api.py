@@ -12,23 +12,13 @@ import pytest
 import torch
 import uvicorn
 from fastapi.testclient import TestClient
-from tiny_game import CAST, RUN, tiny_models
+from tiny_game import CAST, RUN
 
 from animegamer.game.api import ServeConfig, check_exposure, create_app
 from animegamer.game.session import Game
 from animegamer.game.store import frames_of
 
 torch.set_num_threads(1)
-
-
-@pytest.fixture(scope="module")
-def models():
-    return tiny_models()
-
-
-@pytest.fixture
-def game(models, tmp_path):
-    return Game.from_models(*models, store=tmp_path / "saves", cast=CAST)
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from tiny_game import CAST, tiny_models
+from tiny_game import CAST
 
 from animegamer.cli import main
 from animegamer.game.characters import BOOK_NAME, CharacterBook, CharacterError, cut_out, from_description, read_picture
@@ -16,11 +16,6 @@ from animegamer.world.shot import render_cutout
 
 torch.set_num_threads(1)
 NEKO = "a girl with short green hair in a red hoodie, with a scarf"
-
-
-@pytest.fixture(scope="module")
-def models():
-    return tiny_models()
 
 
 def test_a_description_becomes_a_character():

@@ -4,7 +4,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from tiny_game import tiny_models
 
 from animegamer.core.devices import DeviceError, resolve_device
 from animegamer.engine.model import load_engine, save_engine
@@ -14,16 +13,6 @@ from animegamer.game.store import StoreError, frames_of
 torch.set_num_threads(1)
 CAST = ["Qiqi", "Mika", "Ren"]
 RUN = "Character: Qiqi; Motion: quickly run; Background: day town."
-
-
-@pytest.fixture(scope="module")
-def models():
-    return tiny_models()
-
-
-@pytest.fixture
-def game(models, tmp_path):
-    return Game.from_models(*models, store=tmp_path / "saves", cast=CAST)
 
 
 def context(session):
