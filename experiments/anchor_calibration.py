@@ -5,8 +5,9 @@
 
 Plays sessions closed loop with a model that has visual anchors (its own settings) and records, at
 every turn: the gate distance and whether the world kept the place and the time of day; which bank
-entry each retrieval distance would pick, and whether it shows the true place and time; the s_a the
-shot was drawn from and the engine's motion level. Then it reports the gate's separation, each
+entry each retrieval distance would pick, and whether it shows the true place and time; whether the
+scene the bank's scene means name is the true one, and whether the bank holds the turn's characters
+there at all; the s_a the shot was drawn from and the engine's motion level. Then it reports the gate's separation, each
 retrieval distance's hit rate, and sweeps the sampler's per-level motion scale on the drawn s_a so
 that the level read from the decoded pixels is the engine's (`calibrate-levels`' rule).
 """
@@ -85,6 +86,11 @@ def main() -> None:
                 e = anchors.entries[int(pi[int(torch.argmin(d))])]
                 rec[f"vote {vote}"] = {"place": e["place"] == row["place"], "time": e["time"] == row["time"]}
             anchors.config.pool = pool0
+            named = named_characters(row["instruction"], session.characters)
+            rec["scene named"] = anchors.scene(tokens, dec.net.action_encoder.visual) == (row["place"], row["time"])
+            rec["bank has it"] = any(anchors.entries[i]["place"] == row["place"] and anchors.entries[i]["time"] == row["time"]
+                                     for i in anchors.candidates(named) if sorted(anchors.entries[i]["characters"]) == sorted(named))
+            rec["characters"] = len(named)
             turn = session.step(row["instruction"])
             rec.update(source=turn.anchor, distance=turn.anchor_distance, level=turn.motion_level)
             turns.append(rec)
@@ -102,6 +108,12 @@ def main() -> None:
     report["retrieval"] = {name: {k: float(np.mean([t[name][k] for t in retrieval_turns])) for k in ("place", "time")}
                            for name in [*POOLS, "vote 5", "vote 15"]}
     report["retrieval"]["turns"] = len(retrieval_turns)
+    # the scene (place, time) named by the nearest scene mean of the bank (scene_classes), and how often the
+    # bank holds the turn's exact characters in the true scene at all (what retrieval can reach), by cast size
+    report["retrieval"]["scene named"] = float(np.mean([t["scene named"] for t in retrieval_turns]))
+    report["retrieval"]["bank has it"] = {str(n): float(np.mean([t["bank has it"] for t in retrieval_turns
+                                                                 if t["characters"] == n]))
+                                          for n in sorted({t["characters"] for t in retrieval_turns})}
     if args.no_levels:
         report["rows"] = turns
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,7 @@
 """`animegamer recipe`: a whole model rebuilt from a recipe file; the tiny recipe runs end to end here."""
 from __future__ import annotations
 
+import collections
 import json
 
 import numpy as np
@@ -43,6 +44,8 @@ def test_tiny_recipe_saves_itself_and_grades_its_model(tiny_runs):
     assert packed["sampler"]["motion_scale_by_level"] == [float(x) for x in calibration["pack_argument"].split(",")]
     anchors = json.loads((tiny_runs / "model" / "shot_decoder" / "anchors" / "anchors.json").read_text())
     assert anchors["entries"] and all(e["characters"] for e in anchors["entries"])  # the world's train shots
+    scenes = collections.Counter((tuple(sorted(e["characters"])), e["place"], e["time"]) for e in anchors["entries"])
+    assert max(scenes.values()) <= 2  # --anchors-per-scene 2
 
 
 def test_rerun_skips_finished_steps(tiny_runs):

@@ -13,11 +13,17 @@ an anchor bank (``ShotDecoder.anchors``), replaces the engine's visual tokens be
   continuation as the interactive world models do; it carries positions over, but the autoencoder's
   and the decoder's losses accumulate turn after turn and it measured worse). Characters, props and
   the place then come from real pixels, turn after turn.
-- **retrieval**: elsewhere (the first turn, a new place, a new time of day), the nearest first frame
-  of a bank of true training shots in which exactly the turn's characters appear, nearest to the
-  engine's prediction in coarse layout (the token grid pooled to ``pool``: the place and the light),
-  drawn among the ``top_k`` nearest with the turn's seed: a sample consistent with the engine's mean,
-  a non-parametric stand-in for a generative visual head.
+  A persisting scene continues only while the turn names the characters the previous shot was drawn
+  for (``same_characters``): a continued anchor shows who was in it, not who the turn names.
+- **retrieval**: elsewhere (the first turn, a new place, a new time of day, other characters), the
+  nearest first frame of a bank of true training shots in which exactly the turn's characters appear,
+  nearest to the engine's prediction in coarse layout (the token grid pooled to ``pool``: the place and
+  the light), drawn among the ``top_k`` nearest with the turn's seed: a sample consistent with the
+  engine's mean, a non-parametric stand-in for a generative visual head. With ``scene_classes`` the
+  scene is named first: the (place, time) whose mean bank entry is nearest to the prediction (the
+  engine predicts a mean over futures, so it lies near its scene's mean, far more reliably than near
+  any one frame of it), or, where the scene persists under other characters, the one of what was
+  shown; the candidates are those of that scene where the bank has the turn's characters there.
 
 The engine's text tokens (the motion), its motion level and its state changes are kept. The history
 fed back to the engine carries the s_a each shot was drawn from (``history`` "drawn"): what the player
@@ -29,7 +35,9 @@ patches of the first frame, fp16). Built by ``model pack --anchors DATA`` from t
 """
 from __future__ import annotations
 
+import collections
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -73,6 +81,12 @@ class AnchorConfig:
     history: str = "drawn"
     top_k: int = 2  # retrieval draws among this many nearest entries (seeded: the same turn, the same frame)
     pool: tuple[int, int] = (3, 3)  # the coarse layout retrieval compares: token grid pooled to rows x cols
+    # Continue a persisting scene only when the turn names the characters its previous shot was drawn for;
+    # otherwise retrieve them in that scene.
+    same_characters: bool = True
+    # Retrieval names the scene (place, time) by the nearest mean of the bank's entries of each scene
+    # and keeps that scene's candidates where the bank has the turn's characters there.
+    scene_classes: bool = True
 
     def __post_init__(self) -> None:
         self.pool = tuple(int(p) for p in self.pool)  # JSON gives a list
@@ -146,6 +160,7 @@ class VisualAnchors(nn.Module):
         self._keys = [tuple(sorted(e["characters"])) for e in self.entries]
         self._tokens: torch.Tensor | None = None  # E_a's visual tokens of the bank, made on first use
         self._pooled: torch.Tensor | None = None
+        self._scene_means: tuple[list[tuple[str, str]], torch.Tensor] | None = None
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -153,20 +168,34 @@ class VisualAnchors(nn.Module):
     # -- building and saving ---------------------------------------------------------------------
     @classmethod
     @torch.no_grad()
-    def build(cls, data: str | Path, reference: LatentReference, split: str = "train", limit: int | None = None,
-              config: AnchorConfig | None = None, progress: bool = True) -> VisualAnchors:
-        """The first frames of the ``split`` shots of a world dataset (at most ``limit``), encoded by
-        the decoder's own visual reference."""
-        world = WorldDataset(data)
-        rows = world.split_rows(split)[: limit or None]
+    def build(cls, data: str | Path | Sequence[str | Path], reference: LatentReference, split: str = "train",
+              limit: int | None = None, config: AnchorConfig | None = None, progress: bool = True,
+              per_scene: int | None = None) -> VisualAnchors:
+        """The first frames of the ``split`` shots of one or more world datasets (at most ``limit``),
+        encoded by the decoder's own visual reference. ``per_scene``: keep at most this many shots of
+        each (characters, place, time), so that a bank of bounded size covers as many of them as the
+        data shows (two-character scenes are rare in any one world)."""
+        sources = [data] if isinstance(data, (str, Path)) else list(data)
+        if per_scene is not None and per_scene < 1:
+            raise ValueError(f"anchors: per_scene must be >= 1, got {per_scene}")
+        rows, kept = [], collections.Counter()
+        for source in sources:
+            world = WorldDataset(source)
+            for row in world.split_rows(split):
+                key = (tuple(sorted(row["characters"])), row.get("place"), row.get("time"))
+                if per_scene is None or kept[key] < per_scene:
+                    kept[key] += 1
+                    rows.append((world, source, row))
+        rows = rows[: limit or None]
         if not rows:
-            raise ValueError(f"{data} has no {split} shots to build anchors from")
+            raise ValueError(f"{', '.join(map(str, sources))}: no {split} shots to build anchors from")
         f_v, entries = [], []
-        for row in tqdm(rows, desc="anchors", unit="shot", disable=not progress, dynamic_ncols=True):
+        for world, source, row in tqdm(rows, desc="anchors", unit="shot", disable=not progress, dynamic_ncols=True):
             first = world.frames(row)[0]
             f_v.append(reference.patch_tokens(frame_tensor(first))[0].half())
             entries.append({"characters": list(row["characters"]), "place": row.get("place"),
-                            "time": row.get("time"), "shot": row["shot"]})
+                            "time": row.get("time"), "shot": row["shot"],
+                            **({"data": Path(source).name} if len(sources) > 1 else {})})
         return cls(torch.stack(f_v), entries, reference._grid(*first.shape[:2]), config)
 
     def save_pretrained(self, directory: str | Path) -> Path:
@@ -201,26 +230,57 @@ class VisualAnchors(nn.Module):
                 self._pooled = self._pool(self._tokens)
         return self._tokens, self._pooled
 
-    def candidates(self, characters: list[str]) -> list[int]:
-        """Bank entries with exactly these characters; else with all of them; else with the first."""
+    def _scenes(self, visual: nn.Module) -> tuple[list[tuple[str, str]], torch.Tensor] | None:
+        """The bank's scenes (place, time) and the mean of each one's pooled entries (S, D * rows * cols);
+        None when fewer than two scenes are labelled (a film's clips before annotation)."""
+        if self._scene_means is None:
+            _, pooled = self._bank(visual)
+            labels = sorted({(e["place"], e["time"]) for e in self.entries if e.get("place") and e.get("time")})
+            if len(labels) < 2:
+                self._scene_means = ([], pooled[:0])
+            else:
+                of = [(e.get("place"), e.get("time")) for e in self.entries]
+                self._scene_means = (labels, torch.stack(
+                    [pooled[torch.tensor([s == lab for s in of], device=pooled.device)].mean(0) for lab in labels]))
+        labels, means = self._scene_means
+        return (labels, means) if labels else None
+
+    def scene(self, tokens: torch.Tensor, visual: nn.Module) -> tuple[str, str] | None:
+        """The (place, time) whose mean bank entry is nearest to visual tokens (n_visual, D) in the
+        pooled layout; None without labelled scenes."""
+        scenes = self._scenes(visual)
+        if scenes is None:
+            return None
+        labels, means = scenes
+        d = relative_distance(self._pool(tokens[None].float()).expand(len(means), -1), means)
+        return labels[int(torch.argmin(d))]
+
+    def candidates(self, characters: list[str], scene: tuple[str, str] | None = None) -> list[int]:
+        """Bank entries with exactly these characters; else with all of them; else with the first. With a
+        ``scene`` (place, time), the entries of that scene among them where there are any."""
         want = tuple(sorted(characters))
         exact = [i for i, k in enumerate(self._keys) if k == want]
-        if exact:
-            return exact
         every = [i for i, k in enumerate(self._keys) if set(want) <= set(k)]
-        if every:
-            return every
         first = [i for i, k in enumerate(self._keys) if characters and characters[0] in k]
-        return first or list(range(len(self.entries)))
+        for group in (exact, every, first):
+            if scene is not None:
+                here = [i for i in group if (self.entries[i].get("place"), self.entries[i].get("time")) == scene]
+                if here:
+                    return here
+            if group:
+                return group
+        return list(range(len(self.entries)))
 
     @torch.no_grad()
     def choose(self, predicted: torch.Tensor, encoder: ActionEncoder, reference: LatentReference | None,
                previous_frame: np.ndarray | None, previous_tokens: torch.Tensor | None,
-               characters: list[str], generator: torch.Generator | None = None) -> Anchor:
+               characters: list[str], generator: torch.Generator | None = None,
+               previous_characters: list[str] | None = None) -> Anchor:
         """predicted: the engine's visual tokens (n_visual, D); previous_frame: uint8 (H, W, 3), the
         last frame the player saw; previous_tokens: the visual tokens the previous turn was drawn from
         (both None on a session's first turn; the one ``continue_from`` names is used). ``reference``
-        encodes ``previous_frame`` (needed only with one)."""
+        encodes ``previous_frame`` (needed only with one). ``previous_characters``: the characters the
+        previous turn was drawn for (``same_characters``; None: not known, any may continue)."""
         cfg = self.config
         dev = next(encoder.parameters()).device  # the bank is encoded there; the engine's tokens come from the CPU
         predicted = predicted.float().to(dev)
@@ -231,14 +291,19 @@ class VisualAnchors(nn.Module):
             seen = encoder.visual(reference.patch_tokens(frame_tensor(previous_frame)).to(p))[0].float()  # (n_visual, D)
         elif cfg.continue_from == "anchor" and previous_tokens is not None:
             seen = previous_tokens.float().to(dev)
+        persists = False
         if seen is not None:
             distance = float(relative_distance(predicted.mean(0), seen.mean(0)))
-            if cfg.continuation and distance < cfg.gate:
+            persists = cfg.continuation and distance < cfg.gate
+            recast = (cfg.same_characters and previous_characters is not None
+                      and sorted(previous_characters) != sorted(characters))
+            if persists and not recast:
                 return Anchor(seen, "continued", distance)
         if not cfg.retrieval:
             return Anchor(predicted, "engine", distance)
         tokens, pooled = self._bank(encoder.visual)
-        idx = torch.tensor(self.candidates(characters), device=dev)
+        scene = self.scene(seen if persists else predicted, encoder.visual) if cfg.scene_classes else None
+        idx = torch.tensor(self.candidates(characters, scene), device=dev)
         d = relative_distance(self._pool(predicted[None]).expand(len(idx), -1), pooled[idx])
         near = idx[torch.argsort(d)[: cfg.top_k]].tolist()
         pick = near[int(torch.randint(len(near), (1,), generator=generator))]  # a CPU generator: same draw anywhere

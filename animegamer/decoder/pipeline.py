@@ -154,18 +154,19 @@ class ShotDecoder(nn.Module):
 
     @torch.no_grad()
     def anchor(self, s_a: torch.Tensor, previous_frame: np.ndarray | None, previous_s_a: torch.Tensor | None,
-               characters: list[str], generator: torch.Generator | None = None) -> tuple[torch.Tensor, Anchor | None]:
+               characters: list[str], generator: torch.Generator | None = None,
+               previous_characters: list[str] | None = None) -> tuple[torch.Tensor, Anchor | None]:
         """The s_a to draw (N, D): the engine's ``s_a`` with its visual tokens replaced by the anchor
         (decoder/anchors.py), and the anchor; without anchors, ``s_a`` itself and None. ``previous_frame``
         (uint8 H x W x 3) and ``previous_s_a`` (N, D): the last frame shown and the s_a it was drawn from
-        (None on a first turn)."""
+        (None on a first turn); ``previous_characters``: who that shot was drawn for."""
         if self.anchors is None:
             return s_a, None
         c = self.config
         reference = self.latent_reference() if previous_frame is not None else None  # "frame" continuation only
         previous_tokens = previous_s_a[c.n_text:] if previous_s_a is not None else None
         a = self.anchors.choose(s_a[c.n_text:], self.net.action_encoder, reference, previous_frame,
-                                previous_tokens, characters, generator)
+                                previous_tokens, characters, generator, previous_characters)
         drawn = s_a.clone().float()
         drawn[c.n_text:] = a.tokens.to(drawn)
         return drawn, a

@@ -78,10 +78,12 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
     pk.add_argument("--autoencoder", default=None, metavar="AE",
                     help="decode with this autoencoder instead of the decoder's own: a decoder-only fine-tune of it "
                          "(`train vae --init ... --decoder-only`; a run dir, its final/ or the autoencoder/ dir)")
-    pk.add_argument("--anchors", default=None, metavar="DATA",
+    pk.add_argument("--anchors", default=None, nargs="+", metavar="DATA",
                     help="build the visual anchors the game draws from (decoder/anchors.py) from the first frames of "
-                         "this world dataset's train shots (the model's own training world)")
+                         "these world datasets' train shots (the model's own training worlds)")
     pk.add_argument("--anchor-limit", type=int, default=None, metavar="N", help="at most N anchor shots (default: all)")
+    pk.add_argument("--anchors-per-scene", type=int, default=None, metavar="N",
+                    help="at most N anchor shots of each (characters, place, time) (default: all)")
     pk.add_argument("--no-anchors", action="store_true",
                     help="drop the decoder's visual anchors: the game draws the engine's visual tokens (the paper)")
     pk.add_argument("--provenance", default=None, metavar="JSON",
@@ -101,7 +103,7 @@ def _pack(args: argparse.Namespace) -> int:
     try:
         out = pack_model(args.engine, args.decoder, args.out, fp16=not args.fp32, provenance=prov, sampler=sampler,
                          autoencoder=autoencoder, anchors=False if args.no_anchors else args.anchors,
-                         anchor_limit=args.anchor_limit)
+                         anchor_limit=args.anchor_limit, anchors_per_scene=args.anchors_per_scene)
     except (ValueError, FileNotFoundError) as e:
         raise SystemExit(f"model pack: {e}") from None
     print(f"model written to {out} ({model_bytes(out) / 1e6:.1f} MB)")

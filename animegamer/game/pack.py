@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,17 +39,19 @@ def _metrics(run_dir: Path) -> dict[str, Any]:
 
 def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: bool = True,
                provenance: dict[str, Any] | None = None, sampler: dict[str, Any] | None = None,
-               autoencoder: str | Path | None = None, anchors: str | Path | bool | None = None,
-               anchor_limit: int | None = None) -> Path:
+               autoencoder: str | Path | None = None,
+               anchors: str | Path | Sequence[str | Path] | bool | None = None,
+               anchor_limit: int | None = None, anchors_per_scene: int | None = None) -> Path:
     """Copy the engine and shot decoder of two runs into one model directory (see module doc).
 
     ``sampler``: SamplerConfig fields that replace the ones stored with the decoder (the game's
     guidance, and the per-level noise prior and motion scale calibrated by ``calibrate-levels``).
     model.json records them. ``autoencoder``: an autoencoder directory to decode with instead of the
     decoder's own: a decoder-only fine-tune of it (`train vae --init --decoder-only`), whose encoder
-    and latent scale must be the decoder's, so the latents mean the same. ``anchors``: a world dataset
-    whose train shots' first frames become the decoder's visual anchors (decoder/anchors.py); False
-    drops the anchors the decoder has; None keeps them."""
+    and latent scale must be the decoder's, so the latents mean the same. ``anchors``: world datasets
+    whose train shots' first frames become the decoder's visual anchors (decoder/anchors.py), at most
+    ``anchors_per_scene`` of each (characters, place, time); False drops the anchors the decoder has;
+    None keeps them."""
 
     engine_dir, decoder_dir = resolve_engine(engine), resolve_decoder(decoder)
     eng = load_engine(engine_dir)
@@ -58,7 +61,9 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
     if anchors is False:
         dec.anchors = None
     elif anchors is not None:
-        dec.anchors = VisualAnchors.build(anchors, dec.latent_reference(), limit=anchor_limit)
+        dec.anchors = VisualAnchors.build(anchors, dec.latent_reference(), limit=anchor_limit,
+                                          per_scene=anchors_per_scene)
+    built = anchors is not None and anchors is not False
     sampler = dict(sampler or {})
     for field in ("shared_noise_by_level", "motion_scale_by_level"):
         if sampler.get(field) is not None and not dec.config.use_motion_level:
@@ -68,7 +73,7 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
     n_eng, d_eng, n_dec, d_dec = eng.cfg.rep_tokens, eng.cfg.rep_dim, dec.config.n_tokens, dec.config.d_cond
     if (n_eng, d_eng) != (n_dec, d_dec):
         raise ValueError(f"{engine_dir} predicts s_a of {n_eng} x {d_eng} but {decoder_dir} reads {n_dec} x {d_dec}")
-    cast = film_cast(dec.anchors.entries, list(load_cast())) if isinstance(anchors, (str, Path)) else None
+    cast = film_cast(dec.anchors.entries, list(load_cast())) if built else None
     dtype = torch.float16 if fp16 else None
     with atomic_dir(out) as tmp:
         save_engine(eng, tmp / "engine")
@@ -81,13 +86,17 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
         save_json_atomic({"engine": {"from": str(engine_dir), "metrics": _metrics(engine_dir)},
                           "shot_decoder": {"from": str(decoder_dir), "metrics": _metrics(decoder_dir.parent)},
                           "dtype": "float16" if fp16 else "float32",
-                          **({"anchors": {"from": str(anchors), "shots": len(dec.anchors),
-                                          "config": dec.anchors.config.to_dict()}}
-                             if isinstance(anchors, (str, Path)) else {}),
+                          **({"anchors": {"from": [str(a) for a in _sources(anchors)], "shots": len(dec.anchors),
+                                          "per_scene": anchors_per_scene, "config": dec.anchors.config.to_dict()}}
+                             if built else {}),
                           **({"cast": cast} if cast else {}),
                           **({"sampler_override": sampler} if sampler else {}), **(provenance or {})},
                          tmp / "model.json")
     return Path(out)
+
+
+def _sources(anchors: str | Path | Sequence[str | Path]) -> list[str | Path]:
+    return [anchors] if isinstance(anchors, (str, Path)) else list(anchors)
 
 
 def film_cast(entries: list[dict[str, Any]], world_cast: list[str]) -> list[str] | None:

@@ -224,7 +224,8 @@ class GameSession:
             frame = frames_of(last.video_path)[-1] if last and anchors and anchors.config.continue_from == "frame" else None
             named = named_characters(text, self.characters)
             drawn, anchor = game.decoder.anchor(pred.s_a, frame, last.s_a if last else None, named,
-                                                torch.Generator().manual_seed(seed))
+                                                torch.Generator().manual_seed(seed),
+                                                named_characters(last.instruction, self.characters) if last else None)
             if any(c in game.custom for c in named) and (anchor is None or anchor.source != "continued"):
                 drawn, anchor = game.custom_anchor(pred.s_a, named, anchor)  # no bank frame shows them
             custom = anchor is not None and anchor.source == "custom"
