@@ -38,11 +38,12 @@ def runs(tmp_path_factory):
     run_phase("vae", ["--preset", "tiny", "--data", w, "--out", str(root / "vae"), "--steps", "2"])
     run_phase("decoder", ["--preset", "tiny", "--data", w, "--clip", str(root / "clip"), "--vae", str(root / "vae"),
                           "--out", str(root / "decoder"), "--steps", "3", "--freeze-action-encoder",
-                          "--samples", "0", "--eval-shots", "4"])
+                          "--samples", "0", "--eval-shots", "4", "--gradient-checkpointing"])
     # the engine learns from the warm-up's E_a while (in a real run) the joint stage goes on
     run_phase("engine", ["--preset", "tiny", "--data", w, "--decoder",
                          str(root / "decoder" / "warmup" / "final" / "shot_decoder"),
-                         "--out", str(root / "engine"), "--steps", "2", "--no-closed-loop", "--eval-windows", "1"])
+                         "--out", str(root / "engine"), "--steps", "2", "--no-closed-loop", "--eval-windows", "1",
+                         "--gradient-checkpointing"])  # the LLM under LoRA, recomputed in the backward pass
     return {"root": root, "world": world}
 
 
@@ -53,6 +54,10 @@ def test_joint_stage_keeps_the_warmup_action_encoder(runs):
     ea = [k for k in warm if k.startswith("action_encoder.")]
     assert ea and all(torch.equal(warm[k], joint[k]) for k in ea)
     assert any(not torch.equal(warm[k], joint[k]) for k in warm if k.startswith("transformer.transformer_blocks"))
+    run = json.loads((dec / "joint" / "run_config.json").read_text())  # trained with --gradient-checkpointing
+    assert any(p.endswith("transformer") for p in run["gradient_checkpointing"]) and run["memory"]["trained_params"]
+    engine_run = json.loads((runs["root"] / "engine" / "run_config.json").read_text())
+    assert any(p.endswith("backbone") for p in engine_run["gradient_checkpointing"])
 
 
 def test_adapt_trains_the_transformer_on_predicted_s_a_and_resumes(runs):

@@ -207,6 +207,12 @@ def test_eval_end_to_end(tiny, capsys):
     assert capsys.readouterr().out.count("reusing") == 3
     rep2 = json.loads((out / "eval.json").read_text())
     assert rep2["summary"] == rep["summary"]  # the references are graded again: the evaluator is deterministic
+    # where and at what precision the systems play is part of what made their rows: bf16 plays them again
+    assert main(argv + ["--precision", "bf16"]) == 0
+    assert "reusing" not in capsys.readouterr().out
+    if not torch.cuda.is_available():
+        assert main(argv + ["--device", "cuda"]) != 0
+        assert "no CUDA GPU" in capsys.readouterr().err
 
 
 def test_bench(tiny, capsys, tmp_path):

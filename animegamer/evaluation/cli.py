@@ -57,6 +57,7 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
     ev.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     ev.add_argument("--fresh", action="store_true", help="replay every system even if OUT holds its graded turns")
     ev.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_device_arguments(ev)
     ev.set_defaults(func=_eval)
 
     ee = subparsers.add_parser(
@@ -107,7 +108,8 @@ def _eval(args: argparse.Namespace) -> int:
         seed=DEFAULT_SEED if args.seed is None else args.seed, turns=args.turns, height=args.height,
         width=args.width, frames=args.frames, evaluator=args.evaluator, actions=args.action_classifier,
         ablations=[parse_ablation(a) for a in args.ablation], window_ablations=args.window_ablation,
-        contact_turns=args.contact_turns, fresh=args.fresh, progress=not args.no_progress, command=_command())
+        contact_turns=args.contact_turns, fresh=args.fresh, progress=not args.no_progress, command=_command(),
+        device=args.device, precision=args.precision)
     print(format_summary(report))
     print("PSNR / SSIM / MS-SSIM (*) are a stand-in for DreamSim.")
     for w in report["warnings"]:

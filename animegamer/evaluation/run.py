@@ -263,8 +263,11 @@ def _model_stamp(model: str | None) -> dict[str, Any]:
             "files": len(files)}
 
 
-def _fingerprint(spec: SystemSpec, world: WorldDataset, sessions: list[list[dict[str, Any]]], evaluator: Evaluator | None) -> dict:
-    return {"model": _model_stamp(spec.model), "window": spec.window, "world": str(world.root.resolve()),
+def _fingerprint(spec: SystemSpec, world: WorldDataset, sessions: list[list[dict[str, Any]]], evaluator: Evaluator | None,
+                 device: str = "cpu", precision: str | None = None) -> dict:
+    # where and at what precision the models played, only when not the CPU as saved (older runs stay reusable)
+    placed = {**({"device": device} if device != "cpu" else {}), **({"precision": precision} if precision else {})}
+    return {**placed, "model": _model_stamp(spec.model), "window": spec.window, "world": str(world.root.resolve()),
             "world_seed": world.meta.get("seed"), "sessions": [s[0]["session"] for s in sessions],
             "turns": [len(s) for s in sessions], "evaluator": evaluator.weights_hash if evaluator else None,
             "actions": evaluator.actions.weights_hash if evaluator and evaluator.actions else None,
@@ -291,14 +294,15 @@ def _save_rows(out: Path, spec: SystemSpec, fp: dict, rows: list[dict[str, Any]]
     write_json(out / "systems" / f"{slug(spec.name)}.json", {"system": spec.name, "fingerprint": fp})
 
 
-def _open_game(spec: SystemSpec, store: Path, main_models: tuple | None) -> Game:
+def _open_game(spec: SystemSpec, store: Path, main_models: tuple | None, device: str = "cpu",
+               precision: str | None = None) -> Game:
     st = SessionStore(store)
     for old in st.list_sessions():  # a replay starts from an empty store (our own directory)
         st.delete_session(old.id)
     if main_models is not None:
         engine, decoder, info = main_models
         return Game.from_models(engine, decoder, st, model_info=info)
-    return Game.load(spec.model, store=st)
+    return Game.load(spec.model, store=st, device=device, precision=precision)
 
 
 def build_systems(model: str | None, ablations: list[tuple[str, str]], window_ablations: list[int]) -> list[SystemSpec]:
@@ -325,13 +329,16 @@ def run_eval(out: str | Path, sessions: int = 20, model: str | None = None, data
              seed: int = DEFAULT_SEED, turns: int = 5, height: int = 96, width: int = 144, frames: int = 17,
              evaluator: str | None = None, actions: str | None = None, ablations: list[tuple[str, str]] | None = None,
              window_ablations: list[int] | None = None, contact_turns: int = 8, fresh: bool = False,
-             progress: bool = True, command: str | None = None) -> dict[str, Any]:
-    """Play, grade and report (OUT/eval.json, eval.md, eval.png, contact_sheet.png); returns the report."""
+             progress: bool = True, command: str | None = None, device: str = "cpu",
+             precision: str | None = None) -> dict[str, Any]:
+    """Play, grade and report (OUT/eval.json, eval.md, eval.png, contact_sheet.png); returns the report.
+    ``device`` / ``precision``: where the systems play (core/devices.py); the grading runs on the CPU."""
 
     out = Path(out)
     specs = build_systems(model, list(ablations or []), list(window_ablations or []))
     t_start = time.perf_counter()
-    main_game = Game.load(model, store=out / "games" / slug(MAIN))  # fails fast, before any rendering
+    main_game = Game.load(model, store=out / "games" / slug(MAIN), device=device,  # fails fast, before any rendering
+                          precision=precision)
     world, held = prepare_world(out, data, seed, sessions, turns, height, width, frames, progress)
     world_seed = int(world.meta.get("seed", seed))
     ev_path = evaluator or (DEFAULT_EVALUATOR if DEFAULT_EVALUATOR.is_dir() else None)
@@ -350,7 +357,7 @@ def run_eval(out: str | Path, sessions: int = 20, model: str | None = None, data
     del main_game
     results: list[SystemResult] = []
     for spec in specs:
-        fp = _fingerprint(spec, world, held, ev)
+        fp = _fingerprint(spec, world, held, ev, device, precision)
         cached = None if fresh else _load_cached(out, spec, fp)
         if cached is not None:
             print(f"[eval] {spec.name}: reusing {len(cached)} graded turns from {out / 'systems'}")
@@ -359,7 +366,8 @@ def run_eval(out: str | Path, sessions: int = 20, model: str | None = None, data
         if spec.kind == "ablation" and main_models is not None:
             main_models = None  # the main model is done (windows come first): free it before loading another
             gc.collect()
-        game = _open_game(spec, out / "games" / slug(spec.name), main_models if spec.kind != "ablation" else None)
+        game = _open_game(spec, out / "games" / slug(spec.name), main_models if spec.kind != "ablation" else None,
+                          device, precision)
         rows = play_system(game, spec, held, scorer, world_seed, progress)
         _save_rows(out, spec, fp, rows)
         results.append(SystemResult(spec, rows))

@@ -41,13 +41,15 @@ def add_train_arguments(parser: argparse.ArgumentParser, presets: list[str], dat
         if field == "mixed_precision":
             kw.update(choices=["no", "bf16"], metavar=None)
         g.add_argument(flag, dest=f"train_{field}", **kw)
+    g.add_argument("--gradient-checkpointing", dest="train_gradient_checkpointing", action="store_true", default=None,
+                   help="recompute activations in the backward pass (less memory, about a third more compute)")
 
 
 def train_config_from_args(base: TrainConfig, args: argparse.Namespace) -> TrainConfig:
     """A preset's TrainConfig, overridden by the flags that were given."""
     if getattr(args, "threads", None):
         torch.set_num_threads(args.threads)
-    fields = {field: v for _, (field, _typ) in _TRAIN_FLAGS.items()
+    fields = {field: v for field in [f for f, _typ in _TRAIN_FLAGS.values()] + ["gradient_checkpointing"]
               if (v := getattr(args, f"train_{field}", None)) is not None}
     if getattr(args, "no_progress", False):
         fields["progress"] = False

@@ -59,6 +59,7 @@ from animegamer.core.checkpoint import (
     save_json_atomic,
     save_safetensors_atomic,
 )
+from animegamer.training.memory import enable_gradient_checkpointing, memory_estimate
 
 CHECKPOINT_DIR = "checkpoints"
 LATEST = "latest.json"
@@ -99,6 +100,8 @@ class TrainConfig:
     seed: int = 0
     num_workers: int = 0
     progress: bool = True  # tqdm bar
+    # recompute activations in the backward pass where the model's library supports it (training/memory.py)
+    gradient_checkpointing: bool = False
 
     def __post_init__(self) -> None:
         self.betas = tuple(float(b) for b in self.betas)  # type: ignore[assignment]
@@ -344,6 +347,8 @@ class _Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: lr_factor(s, cfg))
         # The scheduler is stepped by hand once per optimiser step (an Accelerate-prepared one
         # steps num_processes times per call, which would change the schedule with world size).
+        self.checkpointed = enable_gradient_checkpointing(module) if cfg.gradient_checkpointing else []
+        self.memory = memory_estimate(module, wanted, ema=cfg.ema_decay > 0)
         self.model, self.optimizer = self.acc.prepare(module, self.optimizer)
         self.ema = EMA(self.named, cfg.ema_decay) if cfg.ema_decay > 0 else None
         self.step = 0
@@ -516,7 +521,10 @@ def train(module: nn.Module, dataset, collate_fn: Callable | None, cfg: TrainCon
     t.sampler = ResumableBatchSampler(len(dataset), cfg.batch_size, cfg.seed, start=t.step,
                                       rank=acc.process_index, world=acc.num_processes)
     if acc.is_main_process:
-        save_json_atomic({"train_config": cfg.to_dict(), **_module_config(module)}, out_dir / "run_config.json")
+        save_json_atomic({"train_config": cfg.to_dict(), **_module_config(module), "memory": t.memory,
+                          "gradient_checkpointing": t.checkpointed}, out_dir / "run_config.json")
+        print(f"[train] memory per process (weights, gradients, AdamW{', EMA' if t.ema else ''}): {t.memory['text']}"
+              + (f"; gradient checkpointing in {len(t.checkpointed)} parts" if t.checkpointed else ""))
 
     t0 = time.perf_counter()
     last: dict[str, float] = {}
