@@ -2,6 +2,7 @@
 the API key, and one real uvicorn server on a loopback port."""
 from __future__ import annotations
 
+import io
 import json
 import threading
 import time
@@ -12,11 +13,14 @@ import pytest
 import torch
 import uvicorn
 from fastapi.testclient import TestClient
+from PIL import Image
 from tiny_game import CAST, RUN
 
 from animegamer.game.api import ServeConfig, check_exposure, create_app
+from animegamer.game.characters import MAX_PICTURE_BYTES
 from animegamer.game.session import Game
 from animegamer.game.store import frames_of
+from animegamer.world.character_gen import random_character, reference_sheet
 
 torch.set_num_threads(1)
 
@@ -243,3 +247,34 @@ def test_your_own_character_through_http(client, game):
         assert client.post("/characters", json=body).status_code == status
     assert client.get("/characters/Nobody/reference.png").status_code == 404
     assert client.get("/characters").json()["characters"] == CAST + ["Neko"]
+
+
+def test_your_own_character_from_a_picture_through_http(client, game):
+    """POST /characters/NAME/picture: the body is the picture; bad pictures get 4xx and add nothing."""
+    buf = io.BytesIO()
+    Image.fromarray(reference_sheet(random_character(1_000_005, "Momo"), 256)).save(buf, format="PNG")
+    sheet = buf.getvalue()
+    assert len(sheet) > 4096  # larger than the client's JSON requests may be
+    r = client.post("/characters/Momo/picture", content=sheet, headers={"content-type": "image/png"})
+    assert r.status_code == 201, r.text
+    assert r.json()["name"] == "Momo" and client.get(r.json()["reference_url"]).content[:4] == b"\x89PNG"
+    assert game.custom["Momo"].sprite.is_file()
+    gid = client.post("/games", json={"characters": ["Momo"]}).json()["id"]
+    assert client.post(f"/games/{gid}/turns", json={"instruction": "Momo waves"}).status_code == 201
+    r = client.post("/characters/Lulu/picture", params={"description": "a boy with short red hair"}, content=sheet,
+                    headers={"content-type": "image/png"})
+    assert r.status_code == 201 and "red hair" in r.json()["understood"]  # a picture and words
+    white = io.BytesIO()
+    Image.new("RGB", (200, 200), "white").save(white, format="PNG")
+    for name, body, kind, status, said in (
+            ("Kiki", b"not a picture", "image/png", 422, "not a picture this game can read"),
+            ("Kiki", white.getvalue(), "image/png", 422, "no character stands out"),
+            ("Kiki", b"", "image/png", 422, "empty"),
+            ("Kiki", sheet, "application/json", 415, "image/* content type"),
+            ("Momo", sheet, "image/png", 422, "already taken"),
+            ("Kiki", b"x" * (MAX_PICTURE_BYTES + 1), "image/png", 413, "larger than")):
+        r = client.post(f"/characters/{name}/picture", content=body, headers={"content-type": kind})
+        assert r.status_code == status and said in r.json()["error"], (name, kind, r.text)
+        assert "/tmp" not in r.json()["error"]  # the server's temporary file is not named
+    assert client.get("/characters").json()["characters"] == CAST + ["Momo", "Lulu"]
+    assert client.post("/games", json={"characters": ["Qiqi"], "extra": "x" * 20000}).status_code == 413  # JSON stays small

@@ -7,6 +7,7 @@ the web page, so a game started by a program can be reopened in the browser and 
     POST   /games/{id}/turns               {"instruction": "Qiqi runs in the town"}  -> 201 turn
     GET    /games | /games/{id} | /games/{id}/turns/{n} | /characters | /health
     POST   /characters                     {"name": "Neko", "description": "..."}      -> 201 (your own character)
+    POST   /characters/{name}/picture      the picture's bytes (image/png, image/jpeg, ...)  -> 201 (from a picture)
     GET    /games/{id}/turns/{n}/clip.mp4  the turn's shot
     POST   /games/{id}/export              -> {"video_url", "storyboard_url"}
     GET    /games/{id}/export.mp4 | /games/{id}/export.png
@@ -21,8 +22,9 @@ Turns run in worker threads, so reads (listing games, downloading clips) are ser
 
 Errors: every error is JSON ``{"error": "..."}`` with a 4xx status that says what was wrong:
 400 (malformed JSON), 401 (API key), 404 (unknown game, turn or route), 409 (the game was changed
-elsewhere at the same moment), 413 (body over ``max_body_bytes``), 422 (wrong fields or types, or
-an instruction the game refuses), 429 (queue full). A refused request saves nothing.
+elsewhere at the same moment), 413 (body over ``max_body_bytes``; a picture: over the characters'
+picture limit), 415 (a picture upload that is not an image), 422 (wrong fields or types, an instruction
+the game refuses, a picture it cannot use), 429 (queue full). A refused request saves nothing.
 
 Game ids and turn numbers are the only names taken from a URL: an id must match ``GAME_ID`` and
 files are found through the store's rows, never by a path from the request.
@@ -31,7 +33,9 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import re
 import secrets
+import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -39,7 +43,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi import Path as UrlPath
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
@@ -47,11 +51,13 @@ from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from animegamer.game.characters import MAX_PICTURE_BYTES, CustomCharacter
 from animegamer.game.session import Game, GameInputError, GameSession, Turn
 from animegamer.game.store import SessionRow, StoreError, TurnRow
 from animegamer.world.rules import initial_states
 
 GAME_ID = r"^[A-Za-z0-9_-]{1,64}$"
+PICTURE_PATH = r"/characters/[^/]+/picture"  # the one route whose body is a picture, not small JSON
 MAX_SEED = 2**63 - 1
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 DOCS_STATIC = "/static-offline-docs"  # the docs pages' scripts, served from the package (no CDN: works offline)
@@ -262,7 +268,8 @@ class _TooLarge(Exception):
 
 
 class BodyLimit:
-    """Refuses bodies over ``limit`` bytes with 413, by Content-Length or while streaming."""
+    """Refuses bodies over ``limit`` bytes with 413, by Content-Length or while streaming; a picture
+    upload (``PICTURE_PATH``) may be as large as a character's picture may be."""
 
     def __init__(self, app: Any, limit: int) -> None:
         self.app, self.limit = app, limit
@@ -270,9 +277,10 @@ class BodyLimit:
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        message = f"the request body is larger than {self.limit} bytes"
+        limit = MAX_PICTURE_BYTES if re.fullmatch(PICTURE_PATH, scope.get("path", "")) else self.limit
+        message = f"the request body is larger than {limit} bytes"
         length = dict(scope["headers"]).get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.limit):
+        if length is not None and (not length.isdigit() or int(length) > limit):
             return await JSONResponse({"error": message}, 413)(scope, receive, send)
         seen, started = 0, False
 
@@ -281,7 +289,7 @@ class BodyLimit:
             msg = await receive()
             if msg["type"] == "http.request":
                 seen += len(msg.get("body", b""))
-                if seen > self.limit:
+                if seen > limit:
                     raise _TooLarge
             return msg
 
@@ -317,6 +325,23 @@ class ApiKey:
 
 
 # ----------------------------------------------------------------------------- the app
+def _character_out(made: CustomCharacter) -> CharacterOut:
+    return CharacterOut(name=made.name, description=made.spec.description if made.spec else made.description,
+                        understood=made.understood, reference_url=f"/characters/{made.name}/reference.png")
+
+
+def _add_from_picture(game: Game, name: str, description: str | None, data: bytes) -> CustomCharacter:
+    """The uploaded bytes through a private temporary file (the character book reads pictures from disk
+    and keeps its own copy); GameInputError becomes 422 and nothing is kept."""
+    with tempfile.TemporaryDirectory(prefix="upload-") as tmp:
+        picture = Path(tmp) / "picture"
+        picture.write_bytes(data)
+        try:
+            return game.add_character(name, description or None, image=picture)
+        except GameInputError as e:
+            raise ApiError(422, str(e).replace(str(picture), "the picture")) from None
+
+
 def _the_hall(request: Request) -> GameHall:
     return request.app.state.hall
 
@@ -375,8 +400,24 @@ def create_app(game: Game, config: ServeConfig | None = None) -> FastAPI:
             made = h.game.add_character(body.name, body.description)
         except GameInputError as e:
             raise ApiError(422, str(e)) from None
-        return CharacterOut(name=made.name, description=made.spec.description, understood=made.understood,
-                            reference_url=f"/characters/{made.name}/reference.png")
+        return _character_out(made)
+
+    @app.post("/characters/{name}/picture", status_code=201, response_model=CharacterOut,
+              summary="add a character of your own from a picture of them (the body: the picture's bytes)",
+              openapi_extra={"requestBody": {"required": True, "content": {
+                  t: {"schema": {"type": "string", "format": "binary"}} for t in ("image/png", "image/jpeg")}}})
+    async def new_character_from_picture(
+            name: Annotated[str, UrlPath(min_length=1, max_length=40)], request: Request, h: Hall,
+            description: Annotated[str | None, Query(max_length=500, description="what they look like, too")] = None,
+    ) -> CharacterOut:
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if not kind.startswith("image/"):
+            raise ApiError(415, f"the body must be the picture itself with an image/* content type, got {kind or 'none'!r}")
+        data = await request.body()
+        if not data:
+            raise ApiError(422, "the picture is empty")
+        made = await anyio.to_thread.run_sync(_add_from_picture, h.game, name, description, data)
+        return _character_out(made)
 
     @app.get("/characters/{name}/reference.png", response_class=FileResponse, summary="a character's reference picture")
     def character_reference(name: Annotated[str, UrlPath(max_length=40)], h: Hall) -> FileResponse:
