@@ -36,6 +36,7 @@ copies faithfully (docs/results/spatial_reference.md).
 """
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
@@ -179,6 +180,28 @@ def decoder_preset(name: str, **overrides: Any) -> DecoderConfig:
     if name not in DECODER_PRESETS:
         raise ValueError(f"unknown decoder preset {name!r}; choose one of {sorted(DECODER_PRESETS)}")
     return replace(DECODER_PRESETS[name], **overrides)
+
+
+def pretrained_transformer_fields(path: str | Path) -> dict[str, Any]:
+    """The DecoderConfig fields a local diffusers CogVideoX transformer dir fixes (depth, heads, head
+    width, timestep width, patch), and ``pretrained_path``: the paper preset takes its architecture
+    from the checkpoint it starts from. The shot shape, s_a and the motion level stay the run's."""
+    path = Path(path).expanduser()
+    if (path / "transformer").is_dir():  # a whole CogVideoX pipeline dir: its transformer
+        path = path / "transformer"
+    config = path / "config.json"
+    if not config.is_file():
+        raise FileNotFoundError(f"{path}: no config.json; give a local diffusers CogVideoXTransformer3DModel dir "
+                                "(CogVideoX-2B's transformer/ folder: config.json and *.safetensors)")
+    c = json.loads(config.read_text())
+    if c.get("_class_name", "CogVideoXTransformer3DModel") != "CogVideoXTransformer3DModel":
+        raise ValueError(f"{path}: a {c.get('_class_name')}, not a CogVideoXTransformer3DModel")
+    try:
+        return {"num_layers": int(c["num_layers"]), "num_heads": int(c["num_attention_heads"]),
+                "head_dim": int(c["attention_head_dim"]), "time_embed_dim": int(c["time_embed_dim"]),
+                "patch_size": int(c["patch_size"]), "pretrained_path": str(path)}
+    except KeyError as e:
+        raise ValueError(f"{path}/config.json has no {e.args[0]!r}: not a CogVideoX transformer config") from None
 
 
 def build_transformer(cfg: DecoderConfig) -> CogVideoXTransformer3DModel:

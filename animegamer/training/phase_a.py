@@ -44,7 +44,7 @@ from animegamer.core.checkpoint import save_json_atomic
 from animegamer.core.runs import resolve_component, resolve_decoder
 from animegamer.core.video_io import save_gif, save_mp4
 from animegamer.decoder.diffusion import Denoiser, DiffusionConfig, collate_decoder
-from animegamer.decoder.network import DecoderNet, decoder_preset
+from animegamer.decoder.network import DecoderNet, decoder_preset, pretrained_transformer_fields
 from animegamer.decoder.pipeline import ShotDecoder
 from animegamer.decoder.sampler import SamplerConfig, parse_level_fractions
 from animegamer.decoder.speed import bench_decode
@@ -94,6 +94,19 @@ PRESETS: dict[str, DecoderPreset] = {
         # EMA 0.995 so a short run is not dominated by its initial weights
         train=TrainConfig(steps=2000, batch_size=8, lr=5e-4, weight_decay=0.0, warmup_steps=100, ema_decay=0.995,
                           mixed_precision="bf16", log_every=20, save_every=250, grad_clip=1.0)),
+    # The paper's decoder: a pretrained CogVideoX transformer (--transformer DIR: its depth, heads and
+    # patch come from the checkpoint), f_v from a CLIP vision tower (--clip), f_md from a local text
+    # encoder (--text-encoder, T5 in the paper) in 30 tokens, the paper's warm-up stage (transformer
+    # frozen: E_a and the motion embedding learn to speak to it) before joint training, 50 sampler
+    # steps. Step counts and rates are starting values for a GPU run, not the paper's (it gives none);
+    # gradient checkpointing is on (480 x 720 x 17 activations).
+    "paper": DecoderPreset(
+        decoder="paper", n_text=30, visual_reference="clip", reference_patch=2, reference_channels=0,
+        shared_noise_by_level=None, warmup_stage_steps=1000, warmup_stage_lr=1e-4,
+        sampler=SamplerConfig(steps=50, guidance=6.0, autocast=True),
+        train=TrainConfig(steps=20000, batch_size=1, lr=2e-5, weight_decay=0.0, warmup_steps=200, ema_decay=0.0,
+                          mixed_precision="bf16", log_every=20, save_every=500, grad_clip=1.0,
+                          gradient_checkpointing=True)),
 }
 
 
@@ -110,6 +123,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="latent reference: latent patch side per f_v token (default: the preset's)")
     parser.add_argument("--vae", required=True,
                         help="autoencoder: a `train vae` run dir, its final/, or the autoencoder/ dir")
+    parser.add_argument("--transformer", default=None, metavar="DIR",
+                        help="start the decoder from a local diffusers CogVideoX transformer (e.g. CogVideoX-2B's "
+                             "transformer/ folder); its depth, heads and patch replace the preset's (--preset paper "
+                             "needs it)")
     parser.add_argument("--text-encoder", default=None,
                         help="local transformers text encoder dir (default: bundled all-MiniLM-L6-v2)")
     parser.add_argument("--cache", default=None, help="feature cache dir (default: OUT/cache)")
@@ -278,6 +295,13 @@ def run(args: argparse.Namespace) -> int:
         clip_dir = vae_dir
     ae = ShotAutoencoder.from_pretrained(vae_dir).float().eval().requires_grad_(False)
     n_text = args.n_text or preset.n_text
+    if preset.decoder == "paper" and args.transformer is None:
+        raise SystemExit("train decoder --preset paper: --transformer DIR is needed (a local diffusers CogVideoX "
+                         "transformer, e.g. CogVideoX-2B's transformer/ folder; nothing is downloaded)")
+    try:
+        pretrained = pretrained_transformer_fields(args.transformer) if args.transformer else {}
+    except (FileNotFoundError, ValueError) as e:
+        raise SystemExit(f"train decoder --transformer: {e}") from None
 
     # 1. cache (train + held-out val)
     cache_root = Path(args.cache) if args.cache else out / "cache"
@@ -320,7 +344,7 @@ def run(args: argparse.Namespace) -> int:
         latent_width=w, temporal_compression=ae.temporal_ratio, n_text=t["f_md"].shape[1],
         d_text_in=t["f_md"].shape[2], n_visual=t["f_v"].shape[1], d_visual_in=t["f_v"].shape[2],
         use_motion_level=not args.no_motion_level,
-        reference_channels=reference_channels,
+        reference_channels=reference_channels, **pretrained,
     )
     shared_noise = 0.0 if args.shared_noise is None else args.shared_noise
     # the kl2d autoencoder packs `temporal_ratio` frames per latent frame in its channels (pack_time)
