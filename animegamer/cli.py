@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ingest": ("animegamer.ingest.cli", "your own animation files -> a training set (cuts, clips, motion levels)"),
     "mix": ("animegamer.ingest.cli", "several datasets as one weighted training set (your films and the world)"),
     "train": ("animegamer.training.cli", "train a part: decoder (a), engine (b), adapt (c), vae, clip, action, frames"),
+    "convert": ("animegamer.training.convert", "the paper's pretrained parts (CogVideoX VAE, CLIP) from local checkpoints"),
     "recipe": ("animegamer.recipes.cli", "rebuild a whole model (data, every phase, pack, evaluation) from a recipe"),
     "eval": ("animegamer.evaluation.cli", "play held-out world sessions through the game and grade them"),
     "eval-decoder": ("animegamer.evaluation.cli", "decode the TRUE s_a of held-out shots and grade them"),

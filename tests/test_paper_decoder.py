@@ -1,19 +1,22 @@
-"""`train decoder --preset paper --transformer DIR --text-encoder DIR`: the decoder starts from a local
-diffusers CogVideoX transformer and reads the motion text with a local T5 encoder (here tiny random
-ones of the paper's own classes); it takes its architecture from the transformer, and the paper's
-warm-up stage keeps the transformer frozen while E_a learns."""
+"""The paper's decoder from local checkpoints of the paper's own classes (tiny random ones here):
+`convert vae` (AutoencoderKLCogVideoX) and `convert clip` (CLIPVisionModelWithProjection) make the runs
+`train decoder --preset paper --transformer DIR --text-encoder DIR` reads (CogVideoXTransformer3DModel,
+T5EncoderModel). The decoder takes its architecture from the transformer, and the paper's warm-up
+stage keeps the transformer frozen while E_a learns."""
 from __future__ import annotations
 
 import json
 
 import pytest
 import torch
-from diffusers import CogVideoXTransformer3DModel
-from transformers import AutoTokenizer, T5Config, T5EncoderModel
+from diffusers import AutoencoderKLCogVideoX, CogVideoXTransformer3DModel
+from transformers import AutoTokenizer, CLIPVisionConfig, CLIPVisionModelWithProjection, T5Config, T5EncoderModel
 
 from animegamer.cli import main
 from animegamer.core.checkpoint import load_safetensors
+from animegamer.models.autoencoder import ShotAutoencoder
 from animegamer.models.text_encoder import minilm_path
+from animegamer.models.vision_tower import VisionTower
 from animegamer.world.dataset import RenderConfig, render_dataset
 
 torch.set_num_threads(1)
@@ -24,20 +27,45 @@ def parts(tmp_path_factory):
     root = tmp_path_factory.mktemp("paper_decoder")
     world = root / "world"
     render_dataset(RenderConfig(sessions=8, turns=1, height=48, width=72, workers=1), world, progress=False)
-    for phase in ("clip", "vae"):
-        assert main(["train", phase, "--preset", "tiny", "--data", str(world), "--out", str(root / phase),
-                     "--steps", "2", "--no-progress"]) == 0
     torch.manual_seed(7)
+    n = 2  # CogVideoX's 3D VAE at two levels: 2x spatial, 4x temporal, 4 latent channels
+    AutoencoderKLCogVideoX(block_out_channels=(8, 16), layers_per_block=1, latent_channels=4, norm_num_groups=4,
+                           down_block_types=("CogVideoXDownBlock3D",) * n, up_block_types=("CogVideoXUpBlock3D",) * n,
+                           temporal_compression_ratio=4).save_pretrained(root / "cogvideox" / "vae")
+    CLIPVisionModelWithProjection(CLIPVisionConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2, image_size=32, patch_size=8,
+        projection_dim=16)).save_pretrained(root / "clip_hf")
     transformer = CogVideoXTransformer3DModel(  # the paper's class, tiny: 2 layers x 2 heads x 8
-        num_attention_heads=2, attention_head_dim=8, in_channels=8, out_channels=8, time_embed_dim=16,
-        text_embed_dim=32, num_layers=2, sample_width=18, sample_height=12, sample_frames=17, patch_size=2,
+        num_attention_heads=2, attention_head_dim=8, in_channels=4, out_channels=4, time_embed_dim=16,
+        text_embed_dim=32, num_layers=2, sample_width=36, sample_height=24, sample_frames=17, patch_size=2,
         max_text_seq_length=8, use_rotary_positional_embeddings=False, use_learned_positional_embeddings=False)
     transformer.save_pretrained(root / "cogvideox" / "transformer")  # laid out as a CogVideoX pipeline dir
     tokenizer = AutoTokenizer.from_pretrained(minilm_path(), local_files_only=True)  # any tokenizer fits a test
     T5EncoderModel(T5Config(vocab_size=tokenizer.vocab_size, d_model=16, d_kv=8, d_ff=32, num_layers=1,
                             num_heads=2)).save_pretrained(root / "t5")
     tokenizer.save_pretrained(root / "t5")
+    assert main(["convert", "vae", str(root / "cogvideox"), "--out", str(root / "vae")]) == 0  # a pipeline dir: vae/
+    assert main(["convert", "clip", str(root / "clip_hf"), "--out", str(root / "clip")]) == 0
     return {"root": root, "world": world}
+
+
+def test_converted_parts_are_the_checkpoints(parts, capsys):
+    root = parts["root"]
+    ae = ShotAutoencoder.from_pretrained(root / "vae" / "final" / "autoencoder")
+    source = AutoencoderKLCogVideoX.from_pretrained(root / "cogvideox" / "vae")
+    assert ae.cfg.kind == "cogvideox" and ae.spatial_ratio == 2 and ae.latent_channels == 4
+    assert all(torch.equal(v.half().float(), ae.vae.state_dict()[k].float()) for k, v in source.state_dict().items())
+    assert ae.latent_scale.item() == pytest.approx(source.config.scaling_factor)
+    tower = VisionTower.from_pretrained(root / "clip" / "final" / "vision_tower")
+    clip = CLIPVisionModelWithProjection.from_pretrained(root / "clip_hf")
+    assert tower.cfg.input_size == (32, 32) and tower.n_visual == 16 and tower.cfg.image_mean is not None
+    assert all(torch.equal(v.half().float(), tower.clip.state_dict()[k].float()) for k, v in clip.state_dict().items())
+    capsys.readouterr()
+    assert main(["convert", "vae", str(root / "clip_hf"), "--out", str(root / "bad")]) == 2
+    assert "'clip_vision_model', not a diffusers AutoencoderKLCogVideoX" in capsys.readouterr().err
+    assert main(["convert", "clip", str(root / "world"), "--out", str(root / "bad")]) == 2
+    assert "no config.json" in capsys.readouterr().err
+    assert not (root / "bad").exists()
 
 
 def _argv(parts, out: str, *extra: str) -> list[str]:
@@ -57,6 +85,8 @@ def test_paper_decoder_starts_from_a_local_cogvideox_transformer(parts):
         (2, 2, 8, 16, 2)  # the checkpoint's architecture, not the preset's 30 x 30 x 64
     assert cfg["n_text"] == 30 and cfg["pretrained_path"] is None  # the paper's 30 text tokens; weights now inside
     assert cfg["d_text_in"] == 16  # f_md is the T5 encoder's token states
+    assert cfg["n_visual"] == 16 and cfg["latent_channels"] == 4  # f_v: the CLIP's 4 x 4 patches; CogVideoX latents
+    assert json.loads((final / "autoencoder" / "autoencoder.json").read_text())["kind"] == "cogvideox"
     ours = load_safetensors(final / "shot_decoder.safetensors")
     theirs = load_safetensors(next((root / "cogvideox" / "transformer").glob("*.safetensors")))
     blocks = [k for k in theirs if k.startswith("transformer_blocks.")]
