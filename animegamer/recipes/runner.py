@@ -6,7 +6,10 @@ of ``steps``. Each step is one `animegamer` command line (``run``), or a ``copy`
 - ``done``: a path that exists once the step has finished; the step is skipped when it does, so a
   recipe that was stopped resumes where it stopped when it is run again;
 - ``resume``: a training run directory; when it holds checkpoints, ``--resume`` is added;
-- ``link``: ``[target, link]`` pairs made before the step (runs that share one feature cache).
+- ``link``: ``[target, link]`` pairs made before the step (runs that share one feature cache);
+- ``launch``: what the Python interpreter runs the command under, before ``-m animegamer`` (e.g.
+  ``-m accelerate.commands.launch --config_file configs/accelerate/multi_gpu.yaml`` for several
+  GPUs); empty: one process.
 
 Strings may use ``{runs}`` (the output directory), ``{data}`` (``{runs}/data``), ``{shipped}`` (the
 shipped model's directory, where a fine-tuning starts), any var, and
@@ -53,6 +56,7 @@ class Step:
     resume: str | None = None
     link: list[tuple[str, str]] = field(default_factory=list)
     note: str = ""
+    launch: str = ""
 
 
 @dataclass
@@ -107,7 +111,8 @@ def parse_recipe(doc: dict[str, Any], source: str = "recipe") -> Recipe:
         if bool(s.get("run")) == bool(s.get("copy")):
             raise RecipeError(f"{where}: give exactly one of run (a command line) or copy (file pairs)")
         steps.append(Step(name=s["name"], run=s.get("run"), copy=_pairs(s.get("copy"), where), done=s.get("done"),
-                          resume=s.get("resume"), link=_pairs(s.get("link"), where), note=s.get("note", "")))
+                          resume=s.get("resume"), link=_pairs(s.get("link"), where), note=s.get("note", ""),
+                          launch=str(s.get("launch") or "")))
     return Recipe(str(doc.get("name", source)), str(doc.get("description", "")), dict(doc.get("vars") or {}), steps)
 
 
@@ -197,12 +202,18 @@ def _link(step: Step, values: dict[str, Any]) -> None:
         ln.symlink_to(t, target_is_directory=True)
 
 
-def _run_command(step: Step, argv: list[str], log: Path) -> None:
+def launcher(step: Step, values: dict[str, Any]) -> list[str]:
+    """The interpreter and what it runs the command under, up to ``-m animegamer``."""
+    return [sys.executable, *shlex.split(expand(step.launch, values)), "-m", "animegamer"]
+
+
+def _run_command(step: Step, argv: list[str], log: Path, values: dict[str, Any]) -> None:
     log.parent.mkdir(parents=True, exist_ok=True)
+    command = launcher(step, values) + argv
     with open(log, "ab") as fh:
-        fh.write(f"\n$ animegamer {shlex.join(argv)}\n".encode())
+        fh.write(f"\n$ {shlex.join(command)}\n".encode())
         fh.flush()
-        code = subprocess.call([sys.executable, "-m", "animegamer", *argv], stdout=fh, stderr=subprocess.STDOUT)
+        code = subprocess.call(command, stdout=fh, stderr=subprocess.STDOUT)
     if code != 0:
         tail = log.read_text(errors="replace").splitlines()[-15:]
         raise RecipeError(f"step {step.name!r} failed (exit {code}); the end of {log}:\n" + "\n".join(tail))
@@ -243,7 +254,8 @@ def run_recipe(recipe: Recipe, runs: str | Path, steps: list[Step] | None = None
             report.append({"step": step.name, "status": "done before"})
             continue
         if dry_run:
-            what = ("animegamer " + shlex.join(step_command(step, values, resolve_json=False)) if step.run
+            how = f"python {expand(step.launch, values)} -m animegamer " if step.launch else "animegamer "
+            what = (how + shlex.join(step_command(step, values, resolve_json=False)) if step.run
                     else "copy " + ", ".join(f"{a} -> {b}" for a, b in step.copy))
             print(f"[{step.name}] {expand(what, values) if '{json:' not in what else what}")
             report.append({"step": step.name, "status": "would run"})
@@ -251,7 +263,7 @@ def run_recipe(recipe: Recipe, runs: str | Path, steps: list[Step] | None = None
         t0 = time.perf_counter()
         _link(step, values)
         if step.run:
-            _run_command(step, step_command(step, values), runs / "logs" / f"{step.name}.log")
+            _run_command(step, step_command(step, values), runs / "logs" / f"{step.name}.log", values)
         else:
             _copy(step, values)
         report.append({"step": step.name, "status": "ran", "seconds": round(time.perf_counter() - t0, 1)})

@@ -524,7 +524,7 @@ def train(module: nn.Module, dataset, collate_fn: Callable | None, cfg: TrainCon
         save_json_atomic({"train_config": cfg.to_dict(), **_module_config(module), "memory": t.memory,
                           "gradient_checkpointing": t.checkpointed}, out_dir / "run_config.json")
         print(f"[train] memory per process (weights, gradients, AdamW{', EMA' if t.ema else ''}): {t.memory['text']}"
-              + (f"; gradient checkpointing in {len(t.checkpointed)} parts" if t.checkpointed else ""))
+              + (f"; gradient checkpointing in {', '.join(t.checkpointed)}" if t.checkpointed else ""))
 
     t0 = time.perf_counter()
     last: dict[str, float] = {}
