@@ -131,7 +131,12 @@ def test_paper_recipe_trains_packs_and_plays(parts, tmp_path):
     runs = tmp_path / "runs"
     assert json.loads((runs / "decoder" / "joint" / "final" / "shot_decoder" / "shot_decoder.json").read_text()
                       )["decoder"]["num_layers"] == 2  # the CogVideoX checkpoint's depth
+    mem = json.loads((runs / "engine" / "run_config.json").read_text())["memory"]
+    assert mem["frozen_bytes"] < 4 * mem["frozen_params"]  # the frozen backbone trained in bf16
     game = Game.load(runs / "model", store=tmp_path / "saves")
+    backbone = game.engine.backbone
+    assert backbone.embed_tokens.weight.dtype == torch.bfloat16  # held in bf16 in play too
+    assert all(p.dtype == torch.float32 for n, p in backbone.named_parameters() if "lora_" in n)
     turn = game.new_session([game.cast[0]], seed=1).step(f"{game.cast[0]} waves")
     assert turn.frames.shape == (17, 48, 72, 3) and 1 <= turn.motion_level <= 5
     launched = dataclasses.replace(recipe.steps[3], launch="-m accelerate.commands.launch --num_processes 2")

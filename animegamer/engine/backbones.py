@@ -94,10 +94,15 @@ class BackboneSpec:
     max_positions: int = 4096
     seed: int = 0
     path: str | None = None
+    # the frozen weights' dtype: a 7B backbone in bfloat16 holds 14.5 GB instead of 29 (its LoRA adapters
+    # and the engine's own parts stay float32)
+    dtype: str = "float32"
 
     def __post_init__(self) -> None:
         if self.kind not in ("random", "smollm2", "local"):
             raise ValueError(f"BackboneSpec.kind must be random|smollm2|local, got {self.kind!r}")
+        if self.dtype not in ("float32", "bfloat16", "float16"):
+            raise ValueError(f"BackboneSpec.dtype must be float32|bfloat16|float16, got {self.dtype!r}")
         if self.kind == "random" and self.hidden_size % self.num_heads:
             raise ValueError(f"BackboneSpec.hidden_size ({self.hidden_size}) must divide by num_heads ({self.num_heads})")
 
@@ -105,7 +110,7 @@ class BackboneSpec:
 BACKBONES: dict[str, BackboneSpec] = {
     "tiny": BackboneSpec(name="tiny", kind="random"),
     "default": BackboneSpec(name="default", kind="smollm2"),
-    "paper": BackboneSpec(name="paper", kind="local"),
+    "paper": BackboneSpec(name="paper", kind="local", dtype="bfloat16"),
 }
 
 
@@ -195,7 +200,7 @@ def _random_llama(spec: BackboneSpec, vocab_size: int) -> nn.Module:
 
 
 def load_causal_lm(spec: BackboneSpec | str, attn_implementation: str = "sdpa") -> tuple[nn.Module, TextTokenizer]:
-    """(LlamaForCausalLM or MistralForCausalLM in fp32 eval mode, tokenizer) for a backbone spec.
+    """(LlamaForCausalLM or MistralForCausalLM in eval mode, in the spec's dtype, tokenizer) for a backbone spec.
 
     The engine uses only ``.model`` (the transformer without its LM head); the full causal LM is
     returned so that other parts (e.g. a text-only baseline) can generate text from the same weights.
@@ -220,7 +225,7 @@ def load_causal_lm(spec: BackboneSpec | str, attn_implementation: str = "sdpa") 
                 f"pass --llm-path or set {PAPER_PATH_ENV}; got {path!r}"
             )
         model = AutoModelForCausalLM.from_pretrained(
-            path, dtype=torch.float32, attn_implementation=attn_implementation, local_files_only=True
+            path, dtype=getattr(torch, spec.dtype), attn_implementation=attn_implementation, local_files_only=True
         )
         tok = HFTokenizer(AutoTokenizer.from_pretrained(path, local_files_only=True))
     model.eval()

@@ -183,7 +183,10 @@ class GameEngine(nn.Module):
         with torch.random.fork_rng(devices=[]):  # seeded init of every new part
             torch.manual_seed(cfg.seed)
             inject_adapter_in_model(lora, self.backbone)
-            base = self.backbone.embed_tokens.weight
+            for name, param in self.backbone.named_parameters():  # adapters on a bf16 base train in fp32
+                if "lora_" in name:
+                    param.data = param.data.float()
+            base = self.backbone.embed_tokens.weight.float()
             std = float(base.std())
             init = torch.stack([base[tok.encode(token_words(t)) or [0]].mean(0) for t in self.vocab.tokens])
             self.new_embed = nn.Embedding(len(self.vocab), H)  # (n_new, H)
@@ -261,8 +264,8 @@ class GameEngine(nn.Module):
         """(B, L) ids over base + new vocab -> (B, L, H)."""
         base_vocab = self.vocab.base_vocab
         is_new = (ids >= base_vocab).unsqueeze(-1)  # (B, L, 1)
-        base = self.backbone.embed_tokens(ids.clamp(max=base_vocab - 1))  # (B, L, H)
         new = self.new_embed((ids - base_vocab).clamp(min=0))  # (B, L, H)
+        base = self.backbone.embed_tokens(ids.clamp(max=base_vocab - 1)).to(new.dtype)  # (B, L, H)
         return torch.where(is_new, new, base)
 
     def value_logits(self, h: torch.Tensor, f: int) -> torch.Tensor:
@@ -272,9 +275,10 @@ class GameEngine(nn.Module):
 
     def _run(self, x: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache=None) -> torch.Tensor:
         """(B, L, H) embeddings, (B, 1, L, past+L) bool mask, (B, L) positions -> (B, L, H) final hidden."""
-        out = self.backbone(inputs_embeds=x, attention_mask=_additive(mask, x.dtype), position_ids=positions,
+        own = self.backbone.embed_tokens.weight.dtype  # the backbone's dtype: bf16 at paper scale
+        out = self.backbone(inputs_embeds=x.to(own), attention_mask=_additive(mask, own), position_ids=positions,
                             past_key_values=cache, use_cache=cache is not None)
-        return out.last_hidden_state
+        return out.last_hidden_state if own == torch.float32 else out.last_hidden_state.float()
 
     # ----------------------------------------------------------------- training
     def outputs(self, batch) -> tuple[torch.Tensor, list[torch.Tensor]]:
