@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "model": ("animegamer.game.cli", "model directories: pack training runs into a playable model"),
     "world": ("animegamer.world.cli", "the synthetic anime world: render datasets, preview, catalogue"),
     "ingest": ("animegamer.ingest.cli", "your own animation files -> a training set (cuts, clips, motion levels)"),
+    "annotate": ("animegamer.ingest.annotate_cli", "a local vision-language model annotates ingested clips"),
     "mix": ("animegamer.ingest.cli", "several datasets as one weighted training set (your films and the world)"),
     "train": ("animegamer.training.cli", "train a part: decoder (a), engine (b), adapt (c), vae, clip, action, frames"),
     "convert": ("animegamer.training.convert", "the paper's pretrained parts (CogVideoX VAE, CLIP) from local checkpoints"),
