@@ -1,6 +1,7 @@
 """The player's own characters (game/characters.py): from a description, kept with the saves, played."""
 from __future__ import annotations
 
+import cv2
 import numpy as np
 import pytest
 import torch
@@ -12,7 +13,7 @@ from animegamer.game.characters import BOOK_NAME, CharacterBook, CharacterError,
 from animegamer.game.session import Game, GameInputError
 from animegamer.game.web import build_app
 from animegamer.world.character_gen import random_character, reference_sheet
-from animegamer.world.shot import render_cutout
+from animegamer.world.shot import render_action, render_cutout
 
 torch.set_num_threads(1)
 NEKO = "a girl with short green hair in a red hoodie, with a scarf"
@@ -46,6 +47,28 @@ def test_add_play_reopen_remove(models, tmp_path):
     assert reopened.step("Neko sits down").index == 1
     again.remove_character("neko")
     assert again.cast == CAST and not again.characters.reference_path("Neko").exists()
+
+
+def test_two_characters_of_your_own_in_one_shot(models, tmp_path):
+    """Two custom characters (or one and one of the world's) named in a turn stand together in the frame the
+    shot is drawn from; a picture-based one stands alone."""
+    game = Game.from_models(*models, store=tmp_path / "saves", cast=CAST)
+    game.add_character("Neko", NEKO)
+    game.add_character("Taro", "a boy with spiky blue hair in a yellow jacket")
+    s_a = torch.zeros(game.decoder.config.n_tokens, game.decoder.config.d_cond)
+    h, w = game.decoder.frame_size
+    size = {"height": max(h, 48), "width": max(w, 72)}
+    for named in (["Neko", "Taro"], ["Neko", "Qiqi"]):
+        drawn, anchor = game.custom_anchor(s_a, named, None)
+        extra = {c: game.custom[c].spec for c in named if c in game.custom}
+        both = render_action(tuple(named), "play_with", "", "meadow", "day", extra_cast=extra, **size)[0]
+        alone = render_action(("Neko",), "wave", "", "meadow", "day", extra_cast=extra, **size)[0]
+        frame = cv2.resize(both, (w, h), interpolation=cv2.INTER_AREA)
+        assert anchor.source == "custom" and torch.allclose(drawn, game.decoder.draw_from_frame(s_a, frame))
+        assert not torch.allclose(drawn, game.decoder.draw_from_frame(s_a, cv2.resize(alone, (w, h),
+                                                                                      interpolation=cv2.INTER_AREA)))
+    turn = game.new_session(["Neko", "Taro"], seed=3).step("Neko talks with Taro")
+    assert turn.anchor == "custom"
 
 
 @pytest.mark.parametrize("name,description,match", [

@@ -345,15 +345,24 @@ class Game:
 
     def custom_anchor(self, s_a: torch.Tensor, named: list[str], retrieved: Anchor | None) -> tuple[torch.Tensor, Anchor]:
         """Draw a turn that names a custom character from a frame of it rendered by the world into the
-        place and time of the bank's nearest anchor (or a meadow by day without a bank)."""
+        place and time of the bank's anchor (or a meadow by day without a bank): two characters the
+        world can draw (custom ones from a description, the world's cast) stand together in it; a
+        character made from a picture stands alone."""
         bank = self.decoder.anchors
         entry = bank.entries[retrieved.entry] if bank is not None and retrieved and retrieved.entry is not None else {}
         place, time_of_day = entry.get("place") or "meadow", entry.get("time") or "day"
         who = self.custom[next(c for c in named if c in self.custom)]
         h, w = self.decoder.frame_size
         size = {"height": max(h, 48), "width": max(w, 72)}
+        world_cast = load_cast()
+        drawable = [c for c in named if (c in self.custom and self.custom[c].spec is not None
+                                         and self.custom[c].sprite is None) or (c not in self.custom and c in world_cast)]
         if who.sprite is not None:  # the player's picture, cut out and stood in the scene
             frame = render_cutout(np.asarray(Image.open(who.sprite).convert("RGBA")), place, time_of_day, **size)
+        elif len(named) >= 2 and drawable[:2] == named[:2]:  # a two-character action whose first frame shows both apart
+            pair = tuple(named[:2])
+            frame = render_action(pair, "play_with", "", place, time_of_day, **size,
+                                  extra_cast={c: self.custom[c].spec for c in pair if c in self.custom})[0]
         else:
             frame = render_action((who.name,), "wave", "", place, time_of_day, extra_cast={who.name: who.spec},
                                   **size)[0]
