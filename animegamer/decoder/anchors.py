@@ -126,6 +126,13 @@ def frame_tensor(frame: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(frame)).permute(2, 0, 1).float().div(127.5).sub(1)[None]
 
 
+@torch.no_grad()
+def frame_tokens(frame: np.ndarray, reference: LatentReference, visual: nn.Module) -> torch.Tensor:
+    """E_a's visual tokens (n_visual, D) of one uint8 (H, W, 3) picture, through the decoder's own frame
+    encoder: what a shot drawn from that picture starts from."""
+    return visual(reference.patch_tokens(frame_tensor(frame)).to(next(visual.parameters())))[0]
+
+
 def named_characters(instruction: str, characters: list[str]) -> list[str]:
     """The session's characters an instruction names (in the session's order); none named: the first."""
     named = [c for c in characters if re.search(rf"\b{re.escape(c)}\b", instruction, flags=re.IGNORECASE)]
@@ -160,7 +167,10 @@ class VisualAnchors(nn.Module):
         self._keys = [tuple(sorted(e["characters"])) for e in self.entries]
         self._tokens: torch.Tensor | None = None  # E_a's visual tokens of the bank, made on first use
         self._pooled: torch.Tensor | None = None
-        self._scene_means: tuple[list[tuple[str, str]], torch.Tensor] | None = None
+        # the labelled scenes (place, time), at least two or none (a film's clips before annotation)
+        labels = sorted({(e["place"], e["time"]) for e in self.entries if e.get("place") and e.get("time")})
+        self._scene_labels: list[tuple[str, str]] = labels if len(labels) > 1 else []
+        self._scene_means: torch.Tensor | None = None  # (S, D * rows * cols), made with the bank's tokens
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -228,32 +238,19 @@ class VisualAnchors(nn.Module):
                 p = next(visual.parameters())
                 self._tokens = visual(self.f_v.to(p)).float()  # (M, n_visual, D)
                 self._pooled = self._pool(self._tokens)
-        return self._tokens, self._pooled
-
-    def _scenes(self, visual: nn.Module) -> tuple[list[tuple[str, str]], torch.Tensor] | None:
-        """The bank's scenes (place, time) and the mean of each one's pooled entries (S, D * rows * cols);
-        None when fewer than two scenes are labelled (a film's clips before annotation)."""
-        if self._scene_means is None:
-            _, pooled = self._bank(visual)
-            labels = sorted({(e["place"], e["time"]) for e in self.entries if e.get("place") and e.get("time")})
-            if len(labels) < 2:
-                self._scene_means = ([], pooled[:0])
-            else:
                 of = [(e.get("place"), e.get("time")) for e in self.entries]
-                self._scene_means = (labels, torch.stack(
-                    [pooled[torch.tensor([s == lab for s in of], device=pooled.device)].mean(0) for lab in labels]))
-        labels, means = self._scene_means
-        return (labels, means) if labels else None
+                self._scene_means = torch.stack([self._pooled[[i for i, s in enumerate(of) if s == lab]].mean(0)
+                                                 for lab in self._scene_labels]) if self._scene_labels else None
+        return self._tokens, self._pooled
 
     def scene(self, tokens: torch.Tensor, visual: nn.Module) -> tuple[str, str] | None:
         """The (place, time) whose mean bank entry is nearest to visual tokens (n_visual, D) in the
         pooled layout; None without labelled scenes."""
-        scenes = self._scenes(visual)
-        if scenes is None:
+        if not self._scene_labels:
             return None
-        labels, means = scenes
-        d = relative_distance(self._pool(tokens[None].float()).expand(len(means), -1), means)
-        return labels[int(torch.argmin(d))]
+        self._bank(visual)
+        d = relative_distance(self._pool(tokens[None].float()).expand(len(self._scene_means), -1), self._scene_means)
+        return self._scene_labels[int(torch.argmin(d))]
 
     def candidates(self, characters: list[str], scene: tuple[str, str] | None = None) -> list[int]:
         """Bank entries with exactly these characters; else with all of them; else with the first. With a
@@ -287,8 +284,7 @@ class VisualAnchors(nn.Module):
         distance = None
         seen = None
         if cfg.continue_from == "frame" and previous_frame is not None:
-            p = next(encoder.visual.parameters())
-            seen = encoder.visual(reference.patch_tokens(frame_tensor(previous_frame)).to(p))[0].float()  # (n_visual, D)
+            seen = frame_tokens(previous_frame, reference, encoder.visual).float()  # (n_visual, D)
         elif cfg.continue_from == "anchor" and previous_tokens is not None:
             seen = previous_tokens.float().to(dev)
         persists = False

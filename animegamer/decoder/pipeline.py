@@ -35,7 +35,7 @@ from animegamer.core.checkpoint import (
     state_dict_to_dtype,
 )
 from animegamer.core.runs import DECODER_CONFIG, DECODER_WEIGHTS
-from animegamer.decoder.anchors import Anchor, VisualAnchors, frame_tensor
+from animegamer.decoder.anchors import Anchor, VisualAnchors, frame_tokens
 from animegamer.decoder.diffusion import DiffusionConfig
 from animegamer.decoder.network import DecoderConfig, DecoderNet
 from animegamer.decoder.sampler import SamplerConfig, sample
@@ -174,9 +174,7 @@ class ShotDecoder(nn.Module):
     def draw_from_frame(self, s_a: torch.Tensor, frame: np.ndarray) -> torch.Tensor:
         """``s_a`` (N, D) with its visual tokens replaced by those of one picture (uint8 H x W x 3 at the
         model's frame size): the shot will start from that picture, as from a retrieved anchor."""
-        visual = self.net.action_encoder.visual
-        with torch.no_grad():
-            tokens = visual(self.latent_reference().patch_tokens(frame_tensor(frame)).to(next(visual.parameters())))[0]
+        tokens = frame_tokens(frame, self.latent_reference(), self.net.action_encoder.visual)
         drawn = s_a.clone().float()
         drawn[self.config.n_text:] = tokens.to(drawn)
         return drawn

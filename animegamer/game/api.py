@@ -35,7 +35,6 @@ import collections
 import contextlib
 import re
 import secrets
-import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -331,15 +330,10 @@ def _character_out(made: CustomCharacter) -> CharacterOut:
 
 
 def _add_from_picture(game: Game, name: str, description: str | None, data: bytes) -> CustomCharacter:
-    """The uploaded bytes through a private temporary file (the character book reads pictures from disk
-    and keeps its own copy); GameInputError becomes 422 and nothing is kept."""
-    with tempfile.TemporaryDirectory(prefix="upload-") as tmp:
-        picture = Path(tmp) / "picture"
-        picture.write_bytes(data)
-        try:
-            return game.add_character(name, description or None, image=picture)
-        except GameInputError as e:
-            raise ApiError(422, str(e).replace(str(picture), "the picture")) from None
+    try:
+        return game.add_character(name, description or None, image=data)
+    except GameInputError as e:
+        raise ApiError(422, str(e)) from None
 
 
 def _the_hall(request: Request) -> GameHall:

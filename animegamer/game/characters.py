@@ -18,6 +18,7 @@ docs/results/custom_characters.md measures how well: unseen characters are recog
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import re
 import time
@@ -183,7 +184,7 @@ class CharacterBook:
         return self.root / f"{self._stem(name)}_cutout.png"
 
     def add(self, name: Any, description: Any = None, taken: list[str] | None = None,
-            image: str | Path | None = None) -> CustomCharacter:
+            image: str | Path | bytes | None = None) -> CustomCharacter:
         """A character from a description, a picture (of the character alone on a plain background, in
         the world's drawing style), or both (the picture is what is drawn)."""
         name = check_name(name, list(taken or []) + self.names())
@@ -224,16 +225,20 @@ MIN_PICTURE, MAX_PICTURE, MAX_PICTURE_BYTES = 48, 4096, 20 * 1024 * 1024
 BACKGROUND_TOLERANCE = 24  # per channel: how far from the border's colours a pixel may be and still be background
 
 
-def read_picture(path: str | Path) -> np.ndarray:
-    """An uploaded picture as uint8 RGB (H, W, 3), or CharacterError saying what is wrong with it."""
-    p = Path(path)
-    if not p.is_file():
-        raise CharacterError(f"{p}: no such picture")
-    size = p.stat().st_size
+def read_picture(source: str | Path | bytes) -> np.ndarray:
+    """An uploaded picture (a file, or its bytes as an HTTP body brings them) as uint8 RGB (H, W, 3), or
+    CharacterError saying what is wrong with it."""
+    if isinstance(source, bytes):
+        p, size, opened = "the picture", len(source), io.BytesIO(source)
+    else:
+        p = opened = Path(source)
+        if not p.is_file():
+            raise CharacterError(f"{p}: no such picture")
+        size = p.stat().st_size
     if size == 0 or size > MAX_PICTURE_BYTES:
         raise CharacterError(f"{p}: {size} bytes; a picture is 1 byte to {MAX_PICTURE_BYTES // 2**20} MB")
     try:
-        with Image.open(p) as im:
+        with Image.open(opened) as im:
             im.load()
             rgba = im.convert("RGBA")
     except (OSError, SyntaxError, Image.DecompressionBombError) as e:

@@ -322,7 +322,8 @@ class Game:
                                                        "precision": precision or "as saved"}, **kw)
 
     # ------------------------------------------------------------------------- the player's characters
-    def add_character(self, name: str, description: str | None = None, image: str | Path | None = None) -> CustomCharacter:
+    def add_character(self, name: str, description: str | None = None,
+                      image: str | Path | bytes | None = None) -> CustomCharacter:
         """A character of the player's own from a description, a picture or both (game/characters.py);
         kept with the saves."""
         try:
@@ -354,13 +355,13 @@ class Game:
         who = self.custom[next(c for c in named if c in self.custom)]
         h, w = self.decoder.frame_size
         size = {"height": max(h, 48), "width": max(w, 72)}
-        world_cast = load_cast()
-        drawable = [c for c in named if (c in self.custom and self.custom[c].spec is not None
-                                         and self.custom[c].sprite is None) or (c not in self.custom and c in world_cast)]
+        pair, world_cast = tuple(named[:2]), load_cast()
+        # the world renders a custom character from its description (not a picture) and the world's own cast
+        together = len(pair) == 2 and all(self.custom[c].sprite is None if c in self.custom else c in world_cast
+                                          for c in pair)
         if who.sprite is not None:  # the player's picture, cut out and stood in the scene
             frame = render_cutout(np.asarray(Image.open(who.sprite).convert("RGBA")), place, time_of_day, **size)
-        elif len(named) >= 2 and drawable[:2] == named[:2]:  # a two-character action whose first frame shows both apart
-            pair = tuple(named[:2])
+        elif together:  # a two-character action whose first frame shows both apart
             frame = render_action(pair, "play_with", "", place, time_of_day, **size,
                                   extra_cast={c: self.custom[c].spec for c in pair if c in self.custom})[0]
         else:
