@@ -354,10 +354,11 @@ def test_calibrate_levels_measures_each_levels_candidates_and_feeds_pack(runs, t
     register_game(game_parser.add_subparsers(dest="command"))
     packed = game_parser.parse_args(["model", "pack", "--engine", str(root / "engine"), "--decoder",
                                      str(tmp_path / "lm_cal"), "--out", str(tmp_path / "scaled"),
-                                     "--sample-motion-scale", m["pack_argument"]])
+                                     "--sample-motion-scale", m["pack_argument"], "--motion-control", "1.5"])
     assert packed.func(packed) == 0
     stored = ShotDecoder.from_pretrained(tmp_path / "scaled" / "shot_decoder").sampler
     assert stored.motion_scale_by_level == m["chosen"] and stored.shared_noise_by_level == p["chosen"]
+    assert stored.motion_control_max_scale == 1.5
     bad = game_parser.parse_args(["model", "pack", "--engine", str(root / "engine"), "--decoder",
                                   str(tmp_path / "lm_cal"), "--out", str(tmp_path / "scaled"),
                                   "--sample-motion-scale", "1,1"])

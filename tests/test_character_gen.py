@@ -6,6 +6,7 @@ import numpy as np
 
 from animegamer.cli import main
 from animegamer.world.cast import load_cast, parse_cast
+from animegamer.world.dataset import WorldDataset
 from animegamer.world.character_gen import (
     HELD_OUT_SEED,
     REFERENCE_BACKGROUND,
@@ -64,3 +65,19 @@ def test_a_drawn_character_is_rendered_in_the_world():
     assert frames.shape == (17, 96, 144, 3) and not np.array_equal(frames, other)
     same_background = (frames[0] == other[0]).all(-1).mean()
     assert 0.8 < same_background < 1.0  # the same place, a different character in it
+
+
+def test_world_sessions_can_be_played_by_a_drawn_cast(tmp_path, capsys):
+    """`world render --cast FILE`: sessions of drawn characters, for training a decoder on many characters."""
+    assert main(["world", "characters", "--random", "4", "--seed", "20", "--out", str(tmp_path / "cast")]) == 0
+    cast_file = tmp_path / "cast" / "characters.yaml"
+    assert main(["world", "render", "--sessions", "3", "--turns", "2", "--seed", "5", "--height", "48", "--width", "72",
+                 "--workers", "1", "--cast", str(cast_file), "--out", str(tmp_path / "data")]) == 0
+    capsys.readouterr()
+    data = WorldDataset(tmp_path / "data")
+    assert {c for r in data.rows for c in r["characters"]} <= {"New20", "New21", "New22", "New23"}
+    assert data.meta["cast"]["characters"] == ["New20", "New21", "New22", "New23"]
+    assert all(r["instruction"] and "New2" in r["instruction"] for r in data.rows if r["template_id"] == "structured")
+    assert main(["world", "render", "--sessions", "1", "--cast", str(tmp_path / "nope.yaml"),
+                 "--out", str(tmp_path / "x")]) == 2
+    assert "no cast file at" in capsys.readouterr().err

@@ -37,6 +37,7 @@ from animegamer.core.checkpoint import (
 from animegamer.core.runs import DECODER_CONFIG, DECODER_WEIGHTS
 from animegamer.decoder.anchors import Anchor, VisualAnchors, frame_tokens
 from animegamer.decoder.diffusion import DiffusionConfig
+from animegamer.decoder.motion_control import control_motion
 from animegamer.decoder.network import DecoderConfig, DecoderNet
 from animegamer.decoder.sampler import SamplerConfig, sample
 from animegamer.representation.reference_encoder import LatentReference
@@ -138,8 +139,24 @@ class ShotDecoder(nn.Module):
         if single:
             s_a = s_a.unsqueeze(0)  # (1, N, D)
         latents = self.sample_latents(s_a, motion_level, generator, steps, guidance, autocast)
-        frames = frames_to_uint8(self.decode_latents(latents, autocast))  # (B, T, H, W, 3)
+        frames = self.decode_shots(latents, motion_level, autocast)  # (B, T, H, W, 3)
         return frames[0] if single else frames
+
+    @torch.no_grad()
+    def decode_shots(self, latents: torch.Tensor, motion_level: int | torch.Tensor | None,
+                     autocast: bool | None = None) -> np.ndarray:
+        """Sampled latents (B, F, C', h, w) -> uint8 (B, T, H, W, 3) as the player sees them: decoded, and
+        with the sampler's motion control on, each shot whose flow reads another level than asked decoded
+        again at a corrected motion scale (decoder/motion_control.py)."""
+        frames = frames_to_uint8(self.decode_latents(latents, autocast))  # (B, T, H, W, 3)
+        levels = self._motion(motion_level, latents.shape[0])
+        if self.sampler.motion_control_max_scale is None or levels is None:
+            return frames
+        levels = levels.cpu()
+        scales = torch.tensor(self.sampler.motion_scale_by_level or [1.0] * 5)[levels - 1]  # (B,)
+        return control_motion(latents, frames, levels, scales, self.sampler.motion_control_max_scale,
+                              lambda x: frames_to_uint8(self.decode_latents(x, autocast)),
+                              self.diffusion.noise_frame_groups)
 
     def latent_reference(self) -> LatentReference:
         """The frame encoder that made this decoder's f_v: the autoencoder's first-frame latent in patches

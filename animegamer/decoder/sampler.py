@@ -38,6 +38,9 @@ class SamplerConfig:
     # mean frame) is scaled by this before the autoencoder: < 1 damps a calm level's flicker toward the
     # shot's mean picture, which no noise prior achieves. None = 1 everywhere.
     motion_scale_by_level: list[float] | None = None
+    # Per-shot motion control (decoder/motion_control.py): a decoded shot whose flow reads another level
+    # than asked is decoded again at a corrected motion scale, never above this total scale. None = off.
+    motion_control_max_scale: float | None = None
 
     def __post_init__(self) -> None:
         if self.steps < 1:
@@ -55,6 +58,10 @@ class SamplerConfig:
                 raise ValueError("SamplerConfig.motion_scale_by_level must be 5 values in "
                                  f"[0, {MAX_MOTION_SCALE:g}] (levels 1..5), got {value}")
             self.motion_scale_by_level = value
+        m = self.motion_control_max_scale
+        if m is not None and not 0.0 < float(m) <= MAX_MOTION_SCALE:
+            raise ValueError(f"SamplerConfig.motion_control_max_scale must be in (0, {MAX_MOTION_SCALE:g}] or None, "
+                             f"got {m}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -191,6 +198,9 @@ SAMPLER_OPTIONS: dict[str, tuple[tuple[str, ...], type, str | None, str]] = {
     "motion_scale_by_level": (("--sample-motion-scale",), str, "S1,...,S5",
                               "per-level scale of the sampled latents' frame-to-frame part (`calibrate-levels sweep "
                               "--knob motion-scale`)"),
+    "motion_control_max_scale": (("--motion-control",), float, "MAX_SCALE",
+                                 "correct each decoded shot's motion scale (at most MAX_SCALE in all) until its "
+                                 "flow reads the level asked for (decoder/motion_control.py; none = off)"),
 }
 
 

@@ -81,12 +81,12 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
         with torch.no_grad():
             s_a = decoder.net.action_encoder(item["f_md"][None], item["f_v"][None])[0]  # (N, D)
         latents = decoder.sample_latents(s_a[None], level, torch.Generator().manual_seed(seed + i), steps, guidance)
-        gen = frames_to_uint8(decoder.decode_latents(latents))[0]  # exactly decoder(s_a, level, ...)
+        gen = decoder.decode_shots(latents, level)[0]  # exactly decoder(s_a, level, ...)
         errors = latent_errors(decoder, latents[0], item["latents"])
         wrong_level = (level + 1) % 5 + 1
         wrong_latents = decoder.sample_latents(s_a[None], wrong_level, torch.Generator().manual_seed(seed + i),
                                                steps, guidance)
-        wrong = frames_to_uint8(decoder.decode_latents(wrong_latents))[0]
+        wrong = decoder.decode_shots(wrong_latents, wrong_level)[0]
         if errors is not None:
             out["latent_rms"].append(errors[0])
             out["latent_frame_sigma"].append(errors[1])

@@ -11,6 +11,8 @@ the web page, so a game started by a program can be reopened in the browser and 
     GET    /games/{id}/turns/{n}/clip.mp4  the turn's shot
     POST   /games/{id}/export              -> {"video_url", "storyboard_url"}
     GET    /games/{id}/export.mp4 | /games/{id}/export.png
+    GET    /games/{id}/archive.zip         the saved game as one file, with its custom characters
+    POST   /games/restore                  such a file's bytes (application/zip)   -> 201 game (restored here)
     DELETE /games/{id}                     -> 204
     OpenAPI docs at /docs (and /redoc), the schema at /openapi.json; served offline.
 
@@ -50,13 +52,16 @@ from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from animegamer.game.archive import ArchiveError
 from animegamer.game.characters import MAX_PICTURE_BYTES, CustomCharacter
 from animegamer.game.session import Game, GameInputError, GameSession, Turn
 from animegamer.game.store import SessionRow, StoreError, TurnRow
 from animegamer.world.rules import initial_states
 
 GAME_ID = r"^[A-Za-z0-9_-]{1,64}$"
-PICTURE_PATH = r"/characters/[^/]+/picture"  # the one route whose body is a picture, not small JSON
+PICTURE_PATH = r"/characters/[^/]+/picture"  # the routes whose body is a file, not small JSON: a picture
+RESTORE_PATH = "/games/restore"  # and a saved game
+MAX_ARCHIVE_UPLOAD = 1024**3
 MAX_SEED = 2**63 - 1
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 DOCS_STATIC = "/static-offline-docs"  # the docs pages' scripts, served from the package (no CDN: works offline)
@@ -237,6 +242,17 @@ class GameHall:
                 raise ApiError(422, f"game {gid} has no turns yet: nothing to export")
             return self.game.export_session(gid)
 
+    def archive(self, gid: str) -> Path:
+        with self._lock(gid):  # after any turn of it that is running: the file holds whole turns
+            self.row(gid)
+            return self.game.archive_session(gid)
+
+    def restore(self, data: bytes) -> str:
+        try:
+            return self.game.restore_session(data)
+        except ArchiveError as e:
+            raise ApiError(422, str(e)) from None
+
 
 # ----------------------------------------------------------------------------- shaping answers
 def _turn_out(gid: str, t: Turn | TurnRow) -> TurnOut:
@@ -268,7 +284,8 @@ class _TooLarge(Exception):
 
 class BodyLimit:
     """Refuses bodies over ``limit`` bytes with 413, by Content-Length or while streaming; a picture
-    upload (``PICTURE_PATH``) may be as large as a character's picture may be."""
+    upload (``PICTURE_PATH``) may be as large as a character's picture may be, a saved game to restore
+    up to ``MAX_ARCHIVE_UPLOAD``."""
 
     def __init__(self, app: Any, limit: int) -> None:
         self.app, self.limit = app, limit
@@ -276,7 +293,9 @@ class BodyLimit:
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        limit = MAX_PICTURE_BYTES if re.fullmatch(PICTURE_PATH, scope.get("path", "")) else self.limit
+        path = scope.get("path", "")
+        limit = (MAX_PICTURE_BYTES if re.fullmatch(PICTURE_PATH, path) else
+                 MAX_ARCHIVE_UPLOAD if path == RESTORE_PATH else self.limit)
         message = f"the request body is larger than {limit} bytes"
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > limit):
@@ -476,6 +495,23 @@ def create_app(game: Game, config: ServeConfig | None = None) -> FastAPI:
             raise ApiError(404, f"game {gid} has not been exported yet: POST /games/{gid}/export first")
         return FileResponse(_inside(h.game.store.root, p), media_type="video/mp4" if kind == "mp4" else "image/png",
                             filename=f"{gid}.{kind}")
+
+    @app.get("/games/{gid}/archive.zip", response_class=FileResponse,
+             summary="the saved game as one file, with the custom characters it plays (POST /games/restore opens it)")
+    async def archive(gid: GameId, h: Hall) -> FileResponse:
+        p = await anyio.to_thread.run_sync(h.archive, gid, limiter=h.limiter)
+        return FileResponse(_inside(h.game.store.root, p), media_type="application/zip", filename=f"{gid}.zip")
+
+    @app.post("/games/restore", status_code=201, response_model=GameOut,
+              summary="restore a saved game from its file (GET /games/{id}/archive.zip; the body: the file's bytes)",
+              openapi_extra={"requestBody": {"required": True, "content": {
+                  "application/zip": {"schema": {"type": "string", "format": "binary"}}}}})
+    async def restore(request: Request, h: Hall) -> GameOut:
+        data = await request.body()
+        if not data:
+            raise ApiError(422, "the body is empty: send the saved game's file (application/zip)")
+        gid = await anyio.to_thread.run_sync(h.restore, data, limiter=h.limiter)
+        return _game_out(h.row(gid))
 
     app.add_middleware(BodyLimit, limit=config.max_body_bytes)
     if config.api_key:

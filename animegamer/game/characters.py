@@ -210,6 +210,49 @@ class CharacterBook:
         return CustomCharacter(name, description, spec, understood, made,
                                self.sprite_path(name) if sprite is not None else None)
 
+    def entries(self) -> dict[str, dict[str, Any]]:
+        """The book as stored: name -> its entry (description, generator entry, what was understood)."""
+        return dict(self._read()["characters"])
+
+    def check_entry(self, name: Any, entry: Any, reference: bytes, cutout: bytes | None) -> None:
+        """CharacterError unless ``entry`` (as ``entries`` gives it, e.g. from a saved-game file) with these
+        pictures (PNG bytes) is a character this book can hold under ``name``."""
+        check_name(name, [])
+        if not isinstance(entry, dict) or not {"description", "entry", "understood", "picture"} <= set(entry):
+            raise CharacterError(f"{name}: not a character entry")
+        if entry["entry"] is not None:
+            parse_cast({"characters": {name: entry["entry"]}}, f"the entry of {name}")
+        elif cutout is None:
+            raise CharacterError(f"{name}: neither a description the world can draw nor a picture")
+        for data, what in ((reference, "reference sheet"), (cutout, "cut-out")):
+            if data is not None:
+                try:
+                    Image.open(io.BytesIO(data)).verify()
+                except Exception as e:  # PIL raises many kinds for a broken file
+                    raise CharacterError(f"{name}: the {what} is not a picture ({e})") from None
+
+    def same(self, name: str, entry: dict[str, Any], reference: bytes, cutout: bytes | None) -> bool:
+        """Whether ``name`` here is the character ``entry`` with these pictures describes (a described
+        character's reference sheet is drawn from its entry, so the entry decides; a picture's cut-out is
+        compared byte for byte)."""
+        mine = self._read()["characters"].get(name)
+        if mine is None or mine.get("entry") != entry.get("entry") or bool(mine.get("picture")) != bool(cutout):
+            return False
+        return cutout is None or self.sprite_path(name).read_bytes() == cutout
+
+    def adopt(self, name: str, entry: dict[str, Any], reference: bytes, cutout: bytes | None) -> None:
+        """Keep a character that comes whole from elsewhere (a saved-game file): its entry as stored and its
+        pictures' PNG bytes. The pictures are written before the entry, as ``add`` does."""
+        self.check_entry(name, entry, reference, cutout)
+        if name in self.names():
+            raise CharacterError(f"{name} is already taken; choose another name")
+        atomic_write(self.reference_path(name), lambda fh: fh.write(reference))
+        if cutout is not None:
+            atomic_write(self.sprite_path(name), lambda fh: fh.write(cutout))
+        book = self._read()
+        book["characters"][name] = {**entry, "picture": cutout is not None}
+        write_json(self.root / BOOK_NAME, book)
+
     def remove(self, name: str) -> None:
         book = self._read()
         match = next((n for n in book["characters"] if n.lower() == str(name).strip().lower()), None)

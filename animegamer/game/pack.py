@@ -65,7 +65,7 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
                                           per_scene=anchors_per_scene)
     built = anchors is not None and anchors is not False
     sampler = dict(sampler or {})
-    for field in ("shared_noise_by_level", "motion_scale_by_level"):
+    for field in ("shared_noise_by_level", "motion_scale_by_level", "motion_control_max_scale"):
         if sampler.get(field) is not None and not dec.config.use_motion_level:
             raise ValueError(f"{decoder_dir} has no motion level: a per-level {field} would never be used")
     if sampler:  # validated like any stored config: a bad value fails here, before anything is written

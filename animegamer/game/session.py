@@ -49,6 +49,7 @@ from animegamer.decoder.anchors import Anchor, named_characters
 from animegamer.decoder.pipeline import ShotDecoder
 from animegamer.engine.model import load_engine
 from animegamer.engine.sequence import TurnRecord
+from animegamer.game.archive import restore_archive, write_archive
 from animegamer.game.characters import CharacterBook, CharacterError, CustomCharacter
 from animegamer.game.store import SessionStore, StoreError, TurnRow, export_session, frames_of
 from animegamer.world.cast import load_cast
@@ -422,3 +423,17 @@ class Game:
         """The whole game as one MP4 with the states drawn on it + a storyboard PNG."""
 
         return export_session(self.store, session_id, out, fps=self.fps)
+
+    def archive_session(self, session_id: str, out: str | Path | None = None) -> Path:
+        """The saved game as one file, with the custom characters it plays (game/archive.py): to keep,
+        move to another machine or share; ``restore_session`` opens it there."""
+        return write_archive(self.store, self.characters, session_id, out)
+
+    def restore_session(self, source: str | Path | bytes) -> str:
+        """A saved-game file (a path or its bytes) restored into this game's saves, its custom characters
+        into the player's: returns the game's id here (``open_session`` continues it)."""
+        with self.lock:
+            sid = restore_archive(self.store, self.characters, source, self.cast)
+            self.custom = self.characters.characters()
+            self.cast = self.cast + [n for n in self.custom if n not in self.cast]
+        return sid

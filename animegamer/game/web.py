@@ -16,6 +16,7 @@ import gradio as gr
 import numpy as np
 
 from animegamer.core.video_io import read_middle_frame
+from animegamer.game.archive import ArchiveError
 from animegamer.game.characters import EXAMPLE as CHARACTER_EXAMPLE
 from animegamer.game.session import EXAMPLE, Game, GameInputError, GameSession, Turn
 from animegamer.game.store import STATE_COLORS, StoreError
@@ -158,7 +159,10 @@ def build_app(game: Game) -> gr.Blocks:
                         saved = gr.Dropdown(session_choices(game), label="saved games", scale=4, elem_id="saved")
                         refresh = gr.Button("↻", scale=0, min_width=40)
                     open_btn = gr.Button("Open saved game", elem_id="open")
-                    export_btn = gr.Button("Export this game (MP4 + storyboard)", elem_id="export")
+                    export_btn = gr.Button("Export this game (MP4 + storyboard + saved-game file)", elem_id="export")
+                    restore_file = gr.File(label="restore a saved-game file (.zip, from an export)", file_types=[".zip"],
+                                           type="filepath", elem_id="restore-file")
+                    restore_btn = gr.Button("Restore and open it", elem_id="restore")
                 with gr.Accordion("your own character", open=False):
                     new_name = gr.Textbox(label="name", max_lines=1, elem_id="new-name")
                     new_desc = gr.Textbox(label="what they look like", placeholder=CHARACTER_EXAMPLE, lines=2,
@@ -209,7 +213,20 @@ def build_app(game: Game) -> gr.Blocks:
             if session is None or not session.turns:
                 return gr.update(value=None, visible=False), "play a turn first: there is nothing to export yet"
             mp4, png = session.export()
-            return gr.update(value=[str(mp4), str(png)], visible=True), f"exported `{mp4.name}` and `{png.name}`"
+            archive = game.archive_session(session.id)
+            return (gr.update(value=[str(mp4), str(png), str(archive)], visible=True),
+                    f"exported `{mp4.name}`, `{png.name}` and the saved game `{archive.name}` (with your characters)")
+
+        def do_restore(path: str | None, current: GameSession | None):
+            if not path:
+                return (*page_view(game, current, "choose a saved-game file first"), gr.update(), gr.update())
+            try:
+                session = game.open_session(game.restore_session(path))
+            except (ArchiveError, StoreError) as e:
+                return (*page_view(game, current, f"⚠️ {html.escape(str(e))}"), gr.update(), gr.update())
+            return (*page_view(game, session, f"restored game {session.id}"),
+                    gr.update(choices=list(game.cast), value=session.characters),
+                    gr.update(choices=session_choices(game), value=session.id))
 
         def do_add(name: str, description: str, picture: str | None = None):
             try:
@@ -237,6 +254,7 @@ def build_app(game: Game) -> gr.Blocks:
         refresh.click(lambda: gr.update(choices=session_choices(game)), None, saved)
         open_btn.click(do_open, [saved, session_state], [*view, chars])
         export_btn.click(do_export, [session_state], [files, message])
+        restore_btn.click(do_restore, [restore_file, session_state], [*view, chars, saved])
         gallery.select(do_select, [session_state], video)
         add_btn.click(do_add, [new_name, new_desc, new_pic], [chars, new_ref, message])
         demo.load(lambda: gr.update(choices=session_choices(game)), None, saved)  # games saved since startup

@@ -346,6 +346,9 @@ def run(args: argparse.Namespace) -> int:
         use_motion_level=not args.no_motion_level,
         reference_channels=reference_channels, **pretrained,
     )
+    init = ShotDecoder.from_pretrained(resolve_decoder(args.init)) if args.init else None
+    if init is not None:  # a fine-tune keeps the latent normalisation its network learned, whatever the new data's
+        mean, std = init.diffusion.latent_shift, 1.0 / init.diffusion.latent_scale
     shared_noise = 0.0 if args.shared_noise is None else args.shared_noise
     # the kl2d autoencoder packs `temporal_ratio` frames per latent frame in its channels (pack_time)
     groups = ae.temporal_ratio if ae.cfg.kind == "kl2d" else 1
@@ -358,9 +361,7 @@ def run(args: argparse.Namespace) -> int:
     sampler = preset.sampler  # stored with the decoder; `model pack` chooses the game's
     torch.manual_seed(cfg.seed)  # the init must be reproducible: resume reloads only trainable tensors
     denoiser = Denoiser(DecoderNet(dcfg), diff)
-    if args.init:  # before any resume: a resumed run reloads only its trainable tensors on top of this
-
-        init = ShotDecoder.from_pretrained(resolve_decoder(args.init))
+    if init is not None:  # before any resume: a resumed run reloads only its trainable tensors on top of this
         # the same config, or the same without the spatial reference (it is added, zero-initialised)
         if (dataclasses.replace(init.config, reference_channels=dcfg.reference_channels) != dcfg
                 or init.config.reference_channels not in (0, dcfg.reference_channels)):

@@ -12,6 +12,7 @@ with a meta.json is complete.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import multiprocessing as mp
 import os
@@ -26,6 +27,7 @@ from tqdm.auto import tqdm
 
 from animegamer.core.atomic_io import write_json, write_jsonl, write_npz
 from animegamer.world.batches import ShotBatch
+from animegamer.world.cast import load_cast
 from animegamer.world.flow import MotionQuantizer, flow_magnitude
 from animegamer.world.shot import render_session
 
@@ -45,6 +47,7 @@ class RenderConfig:
     workers: int = 2
     min_turns: int | None = None  # if set, sessions have min_turns..turns turns
     split: str | None = None  # if set, every session is planned as this split (e.g. "test": held-out templates)
+    cast: str | None = None  # a cast file to play (e.g. drawn characters from `world characters`); None: the world's
 
     def __post_init__(self) -> None:
         checks = [
@@ -58,6 +61,7 @@ class RenderConfig:
             (self.min_turns is None or 1 <= self.min_turns <= self.turns,
              f"min_turns must be in 1..turns, got {self.min_turns}"),
             (self.split in (None, "train", "val", "test"), f"split must be train, val or test, got {self.split!r}"),
+            (self.cast is None or Path(self.cast).is_file(), f"no cast file at {self.cast}"),
         ]
         for ok, msg in checks:
             if not ok:
@@ -80,7 +84,7 @@ def _render_one(args: tuple[RenderConfig, int, str]) -> list[dict]:
         return json.loads(session_json.read_text())
     rows = []
     for shot in render_session(cfg.seed, index, _session_turns(cfg, index), cfg.height, cfg.width, cfg.frames, cfg.fps,
-                               split=cfg.split):
+                               split=cfg.split, cast_file=cfg.cast):
         rel = f"shots/{index:06d}_{shot.row['turn']:02d}.npz"
         write_npz(Path(out) / rel, delta=encode_delta(shot.frames))
         row = dict(shot.row, shot=rel, flow_magnitude=flow_magnitude(shot.frames))
@@ -100,6 +104,7 @@ def render_dataset(cfg: RenderConfig, out: str | os.PathLike, progress: bool = T
     (out / "shots").mkdir(parents=True, exist_ok=True)
     (out / "sessions").mkdir(exist_ok=True)
     quantizer = MotionQuantizer.load()
+    cast = load_cast(cfg.cast)  # a bad cast file fails here, before any worker starts
     t0 = time.perf_counter()
     jobs = [(cfg, i, str(out)) for i in range(cfg.sessions)]
     rows: list[dict] = []
@@ -131,6 +136,9 @@ def render_dataset(cfg: RenderConfig, out: str | os.PathLike, progress: bool = T
     }
     if cfg.split is not None:
         meta["split"] = cfg.split
+    if cfg.cast is not None:
+        meta["cast"] = {"file": str(cfg.cast), "sha256": hashlib.sha256(Path(cfg.cast).read_bytes()).hexdigest(),
+                        "characters": sorted(cast)}
     write_json(out / "meta.json", meta)
     return meta
 

@@ -123,12 +123,14 @@ def _camera(rng: np.random.Generator, travel: float) -> str:
     return "static"
 
 
-def plan_session(seed: int, index: int, n_turns: int, split: str | None = None) -> SessionPlan:
-    """Plan session `index` of a dataset made with `seed` (deterministic, independent of order)."""
+def plan_session(seed: int, index: int, n_turns: int, split: str | None = None,
+                 cast_file: str | None = None) -> SessionPlan:
+    """Plan session `index` of a dataset made with `seed` (deterministic, independent of order);
+    ``cast_file``: its characters (a cast file, e.g. of drawn characters; default: the world's cast)."""
     if n_turns < 1:
         raise ValueError(f"a session needs at least 1 turn, got {n_turns}")
     rng = np.random.default_rng([seed, index])
-    cast = load_cast()
+    cast = load_cast(cast_file)
     places = load_places()
     motions, adverbs = load_motions()
     split = split or split_of(index)

@@ -196,11 +196,13 @@ def turn_row(plan: SessionPlan, turn: TurnPlan) -> dict:
 
 
 def render_session(seed: int, index: int, n_turns: int, height: int = 96, width: int = 144,
-                   n_frames: int = 17, fps: int = 8, split: str | None = None) -> Iterator[Shot]:
+                   n_frames: int = 17, fps: int = 8, split: str | None = None,
+                   cast_file: str | None = None) -> Iterator[Shot]:
     """Plan and render session `index` turn by turn (positions carry over between turns).
-    ``split`` overrides the split of the index (e.g. "test": held-out templates for evaluation)."""
-    plan = plan_session(seed, index, n_turns, split)
-    cast = load_cast()
+    ``split`` overrides the split of the index (e.g. "test": held-out templates for evaluation);
+    ``cast_file``: who plays (a cast file; default: the world's cast)."""
+    plan = plan_session(seed, index, n_turns, split, cast_file)
+    cast = load_cast(cast_file)
     places = load_places()
     scene: PlaceScene | None = None
     scene_key = None
