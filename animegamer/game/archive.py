@@ -166,7 +166,7 @@ def restore_archive(store: SessionStore, book: CharacterBook, source: str | Path
             raise ArchiveError(f"the saved game's own character {name!r} has the name of a character of this "
                                f"model ({fixed[name.lower()]}): it cannot be restored here")
         if name in mine:
-            if not book.same(name, entry, *game.pictures[name]):
+            if not book.same(name, entry, game.pictures[name][1]):
                 raise ArchiveError(f"a character named {name!r} is already yours here and looks different from the "
                                    f"saved game's: remove yours (animegamer characters remove {name!r}) or restore "
                                    "into another saves directory (--store)")

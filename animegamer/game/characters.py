@@ -231,10 +231,10 @@ class CharacterBook:
                 except Exception as e:  # PIL raises many kinds for a broken file
                     raise CharacterError(f"{name}: the {what} is not a picture ({e})") from None
 
-    def same(self, name: str, entry: dict[str, Any], reference: bytes, cutout: bytes | None) -> bool:
-        """Whether ``name`` here is the character ``entry`` with these pictures describes (a described
-        character's reference sheet is drawn from its entry, so the entry decides; a picture's cut-out is
-        compared byte for byte)."""
+    def same(self, name: str, entry: dict[str, Any], cutout: bytes | None) -> bool:
+        """Whether ``name`` here is the character ``entry`` (and the cut-out of its picture, PNG bytes)
+        describes: a described character's reference sheet is drawn from its entry, so the entry decides;
+        a cut-out is compared byte for byte."""
         mine = self._read()["characters"].get(name)
         if mine is None or mine.get("entry") != entry.get("entry") or bool(mine.get("picture")) != bool(cutout):
             return False

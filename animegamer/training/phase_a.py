@@ -331,7 +331,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"[decoder] cache ready: {cache_root}")
         return 0
     train_ds = caches["train"]
-    mean, std = train_ds.latent_stats()
+    init = ShotDecoder.from_pretrained(resolve_decoder(args.init)) if args.init else None
+    # a fine-tune keeps the latent normalisation its network learned, whatever the new data's
+    mean, std = ((init.diffusion.latent_shift, 1.0 / init.diffusion.latent_scale) if init is not None
+                 else train_ds.latent_stats())
     t = train_ds.tensors
 
     # 2. model: shapes come from the cache (autoencoder, tower and text encoder decide them)
@@ -346,9 +349,6 @@ def run(args: argparse.Namespace) -> int:
         use_motion_level=not args.no_motion_level,
         reference_channels=reference_channels, **pretrained,
     )
-    init = ShotDecoder.from_pretrained(resolve_decoder(args.init)) if args.init else None
-    if init is not None:  # a fine-tune keeps the latent normalisation its network learned, whatever the new data's
-        mean, std = init.diffusion.latent_shift, 1.0 / init.diffusion.latent_scale
     shared_noise = 0.0 if args.shared_noise is None else args.shared_noise
     # the kl2d autoencoder packs `temporal_ratio` frames per latent frame in its channels (pack_time)
     groups = ae.temporal_ratio if ae.cfg.kind == "kl2d" else 1
