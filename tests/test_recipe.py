@@ -43,6 +43,11 @@ def test_tiny_recipe_saves_itself_and_grades_its_model(tiny_runs):
     assert calibration["s_a"] == "drawn (visual anchors)" and calibration["rows"]
     assert packed["sampler"]["motion_scale_by_level"] == [float(x) for x in calibration["pack_argument"].split(",")]
     assert packed["sampler"]["motion_control_max_scale"] == 1.5
+    # a fine-tune (--init) keeps the latent normalisation of the decoder it starts from
+    tuned = json.loads((tiny_runs / "drawn_cast" / "joint" / "final" / "shot_decoder" / "shot_decoder.json").read_text())
+    start = json.loads((tiny_runs / "adapt" / "final" / "shot_decoder" / "shot_decoder.json").read_text())
+    assert [tuned["diffusion"][k] for k in ("latent_scale", "latent_shift")] == \
+        [start["diffusion"][k] for k in ("latent_scale", "latent_shift")]
     anchors = json.loads((tiny_runs / "model" / "shot_decoder" / "anchors" / "anchors.json").read_text())
     assert anchors["entries"] and all(e["characters"] for e in anchors["entries"])  # the world's train shots
     scenes = collections.Counter((tuple(sorted(e["characters"])), e["place"], e["time"]) for e in anchors["entries"])
