@@ -11,7 +11,12 @@ tokens and the motion level come from one engine prediction per action, the same
 only the anchor tells the characters apart. The decoder draws the shot from there.
 
 ``picture``: the same, but the anchor frame is the character's reference picture cut out and stood in
-the scene (what `characters add --image` does with an uploaded picture) instead of a true frame.
+the scene (what `characters add --image` did with an uploaded picture before pictures were fitted)
+instead of a true frame.
+``fitted``: what `characters add --image` does now: the reference picture as a player would upload it
+again (saved from the page: enlarged to 300 x 300 and stored as JPEG at quality 80) is read into the
+generator's parameters (`world/character_fit.py`), and the world renders that character doing the action
+(the first frame, as for ``anchor``). How well the parameters were read is reported beside it.
 
 Re-identification: the evaluator's embedding of the decoded shot's last 4 frames against those of
 each gallery character's true shot of the same action. It counts as right when the nearest is the
@@ -29,20 +34,24 @@ from __future__ import annotations
 import argparse
 import colorsys
 import dataclasses
+import io
 import json
 import tempfile
 from pathlib import Path
 
+import cv2
 import numpy as np
 import torch
+from PIL import Image
 from tqdm import tqdm
 
 from animegamer.core.atomic_io import write_json
 from animegamer.evaluation.evaluator import Evaluator
-from animegamer.game.characters import CustomCharacter, cut_out
+from animegamer.game.characters import CustomCharacter, cut_out, figure_mask
 from animegamer.game.session import Game
 from animegamer.world.cast import load_cast
-from animegamer.world.character_gen import held_out_characters, reference_sheet
+from animegamer.world.character_fit import fit_character
+from animegamer.world.character_gen import held_out_characters, random_character, reference_sheet
 from animegamer.world.preview import save_png
 from animegamer.world.shot import render_action, render_cutout
 
@@ -66,12 +75,28 @@ def sheet_row(truth: np.ndarray, drawn: np.ndarray, scale: int = 2) -> np.ndarra
     return np.repeat(np.repeat(row, scale, axis=0), scale, axis=1)
 
 
+def fitted_row(upload: np.ndarray, fitted: np.ndarray, drawn: np.ndarray, truth: np.ndarray,
+               scale: int = 2) -> np.ndarray:
+    """The picture as uploaded, the reference sheet of what was read from it, the drawn shot's frames
+    0 / middle / last, the truth's last frame."""
+    h = truth.shape[1]
+    gap = np.full((h, 4, 3), 255, np.uint8)
+    sq = lambda im: cv2.resize(im, (h, h), interpolation=cv2.INTER_AREA)  # noqa: E731
+    row = np.concatenate([sq(upload), gap, sq(fitted), gap, drawn[0], drawn[len(drawn) // 2], drawn[-1], gap,
+                          truth[-1]], axis=1)
+    return np.repeat(np.repeat(row, scale, axis=0), scale, axis=1)
+
+
 def probe(game: Game, ev: Evaluator, gallery: list[str], extra: dict, seed: int,
-          rows: list[np.ndarray] | None = None) -> dict:
+          rows: list[np.ndarray] | None = None, fit_rows: list[np.ndarray] | None = None) -> dict:
     specs = {**load_cast(), **extra}
     sprites = {c: cut_out(reference_sheet(specs[c], 256)) for c in gallery}  # "uploaded" reference pictures
+    uploads = {c: reuploaded(reference_sheet(specs[c], 256)) for c in gallery}
+    fits = {c: fit_character(uploads[c], figure_mask(uploads[c]), random_character(7 + i, c))
+            for i, c in enumerate(tqdm(gallery, desc="fitting pictures", leave=False))}
     dec, eng = game.decoder, game.engine
-    right = {"anchor": 0, "picture": 0, "engine": 0, "truth": 0}
+    right = {"anchor": 0, "picture": 0, "fitted": 0, "engine": 0, "truth": 0}
+    per_shot: list[dict] = []
     total = 0
     for a, (verb, adverb, place, time) in enumerate(tqdm(ACTIONS, desc="actions", leave=False)):
         truths = {c: render_action((c,), verb, adverb, place, time, seed=seed + a, extra_cast=extra) for c in gallery}
@@ -83,18 +108,57 @@ def probe(game: Game, ev: Evaluator, gallery: list[str], extra: dict, seed: int,
             g = torch.Generator().manual_seed(seed * 1000 + a)  # the same noise for every character
             drawn = dec.draw_from_frame(pred.s_a, truths[c][0])
             stood = render_cutout(sprites[c], place, time, seed=seed + a)  # the picture stood in the scene
+            posed = render_action((c,), verb, adverb, place, time, seed=seed + a, extra_cast={c: fits[c].spec})[0]
             shots = {"anchor": dec(drawn, motion_level=pred.motion_level, generator=g),
                      "picture": dec(dec.draw_from_frame(pred.s_a, stood), motion_level=pred.motion_level,
                                     generator=torch.Generator().manual_seed(seed * 1000 + a)),
+                     "fitted": dec(dec.draw_from_frame(pred.s_a, posed), motion_level=pred.motion_level,
+                                   generator=torch.Generator().manual_seed(seed * 1000 + a)),
                      "engine": dec(pred.s_a, motion_level=pred.motion_level,
                                    generator=torch.Generator().manual_seed(seed * 1000 + a)),
                      "truth": np.repeat(truths[c][:1], TAIL, axis=0)}
-            for k, frames in shots.items():
-                right[k] += int(torch.argmax(truth_emb @ _embed(ev, frames)) == i)
+            outcome = {k: int(torch.argmax(truth_emb @ _embed(ev, frames)) == i) for k, frames in shots.items()}
+            for k, v in outcome.items():
+                right[k] += v
+            per_shot.append({"character": c, "action": verb, **outcome})
             total += 1
             if rows is not None and a == SHEET_ACTION:
                 rows.append(sheet_row(truths[c], shots["anchor"]))
-    return {k: {"right": v, "of": total, "accuracy": v / total} for k, v in right.items()} | {"chance": 1 / len(gallery)}
+            if fit_rows is not None and a == SHEET_ACTION:
+                fit_rows.append(fitted_row(uploads[c], reference_sheet(fits[c].spec, 128), shots["fitted"], truths[c]))
+    return {k: {"right": v, "of": total, "accuracy": v / total} for k, v in right.items()} | {
+        "chance": 1 / len(gallery), "fit": fit_report(specs, fits),
+        "fitted - anchor (paired)": paired(per_shot, "fitted", "anchor"),
+        "fitted - picture (paired)": paired(per_shot, "fitted", "picture"), "shots": per_shot}
+
+
+def paired(shots: list[dict], a: str, b: str) -> dict:
+    """The mean paired difference of two systems' outcomes over the same shots, with its standard error."""
+    d = np.array([s[a] - s[b] for s in shots], float)
+    return {"difference": float(d.mean()), "standard_error": float(d.std(ddof=1) / np.sqrt(len(d)))}
+
+
+def reuploaded(sheet: np.ndarray) -> np.ndarray:
+    """A reference sheet as a player would upload it again: enlarged to 300 x 300, stored as JPEG (80)."""
+    buf = io.BytesIO()
+    Image.fromarray(sheet).resize((300, 300), Image.BILINEAR).save(buf, format="JPEG", quality=80)
+    return np.asarray(Image.open(buf).convert("RGB"))
+
+
+def fit_report(truth: dict, fits: dict) -> dict:
+    """How well the parameters were read: exact hair style, outfit, accessory set; colour error (mean
+    absolute per channel, 0-255) of hair, top and skin; height error; seconds per fit."""
+    rows = [(truth[c], f) for c, f in fits.items()]
+    err = lambda a, b: float(np.abs(np.subtract(a, b)).mean())  # noqa: E731
+    return {"hair style": float(np.mean([t.hair_style == f.spec.hair_style for t, f in rows])),
+            "outfit": float(np.mean([t.outfit_type == f.spec.outfit_type for t, f in rows])),
+            "accessories": float(np.mean([sorted(a.type for a in t.accessories) ==
+                                          sorted(a.type for a in f.spec.accessories) for t, f in rows])),
+            "colour error": {k: float(np.mean([err(getattr(t, k), getattr(f.spec, k)) for t, f in rows]))
+                             for k in ("hair_color", "top", "skin")},
+            "height error": float(np.mean([abs(t.height - f.spec.height) for t, f in rows])),
+            "fit error": float(np.mean([f.error for _, f in rows])),
+            "seconds": float(np.mean([f.seconds for _, f in rows]))}
 
 
 def recoloured(spec, shift: float = 0.5):
@@ -141,9 +205,10 @@ def main() -> None:
     known = list(load_cast())[:8]
     held = held_out_characters(8)
     rows: list[np.ndarray] = []
+    fit_rows: list[np.ndarray] = []
     result = {"known (seen in training)": probe(game, ev, known, {}, a.seed),
               "held out (never seen)": probe(game, ev, [h.name for h in held], {h.name: h for h in held}, a.seed,
-                                             rows),
+                                             rows, fit_rows),
               "actions": [list(x) for x in ACTIONS], "seed": a.seed, "gallery": 8}
     result["colour test (held out, hue turned half a circle)"] = colour_test(
         a.model, held, ("Character: Neko; Motion: wave; Background: day meadow.", "Neko walks slowly in the town",
@@ -154,6 +219,8 @@ def main() -> None:
         write_json(a.out, result)
         sheet = np.concatenate([np.concatenate([r, np.full((6, r.shape[1], 3), 255, np.uint8)]) for r in rows])
         save_png(sheet, a.out.with_suffix(".png"))  # held-out characters, one calm action: anchor | drawn 0, mid, last | truth
+        sheet = np.concatenate([np.concatenate([r, np.full((6, r.shape[1], 3), 255, np.uint8)]) for r in fit_rows])
+        save_png(sheet, a.out.with_name(a.out.stem + "_fitted.png"))  # upload | sheet read | drawn 0, mid, last | truth
 
 
 if __name__ == "__main__":

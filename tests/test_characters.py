@@ -1,6 +1,8 @@
 """The player's own characters (game/characters.py): from a description, kept with the saves, played."""
 from __future__ import annotations
 
+import json
+
 import cv2
 import numpy as np
 import pytest
@@ -110,22 +112,46 @@ def test_web_page_adds_a_character(models, tmp_path):
 
 
 def test_a_character_from_a_picture(models, tmp_path):
-    """A picture in the world's style (here a drawn character's reference sheet) is cut out and stood in the scene."""
+    """A picture in the world's style (here a drawn character's reference sheet) is cut out and read into
+    the generator's parameters, so the world draws the character posed; words given too change what they name."""
+    true = random_character(1_000_005, "Momo")
     sheet = tmp_path / "momo.png"
-    Image.fromarray(reference_sheet(random_character(1_000_005, "Momo"), 256)).save(sheet)
+    Image.fromarray(reference_sheet(true, 256)).save(sheet)
     sprite = cut_out(read_picture(sheet))
     assert sprite.shape[2] == 4 and sprite[..., 3].any() and sprite.shape[0] > sprite.shape[1]  # a standing figure
     game = Game.from_models(*models, store=tmp_path / "saves", cast=CAST)
     made = game.add_character("Momo", image=sheet)
-    assert made.spec is None and made.sprite.is_file() and game.characters.reference_path("Momo").is_file()
+    assert made.posed and made.sprite.is_file() and made.fit["error"] < 0.1
+    assert (made.spec.hair_style, made.spec.outfit_type) == (true.hair_style, true.outfit_type)
+    assert made.understood[0].startswith("from the picture: ") and true.hair_style.replace("_", " ") in made.understood[0]
+    reference = np.asarray(Image.open(game.characters.reference_path("Momo")).convert("RGB"))
+    assert np.array_equal(reference, reference_sheet(made.spec, 256))  # the sheet shown is what the world draws
     turn = game.new_session(["Momo"], seed=4).step("Momo waves")
     assert turn.anchor == "custom"
-    frame = render_cutout(sprite, "meadow", "day")
+    both = game.add_character("Lulu", "a boy with a red scarf", image=sheet)  # the words change what they name
+    assert both.posed and both.spec.pronoun == "he" and both.spec.hair_style == made.spec.hair_style
+    assert {a.type for a in both.spec.accessories} == {a.type for a in made.spec.accessories} | {"scarf"}
+    again = Game.from_models(*models, store=tmp_path / "saves", cast=CAST).custom["Momo"]
+    assert again.sprite == made.sprite and again.spec == made.spec and again.posed
+
+
+def test_a_picture_character_from_before_fitting_still_stands_as_its_cut_out(models, tmp_path):
+    """A book written before pictures were fitted (picture, no fit) keeps drawing the cut-out."""
+    sheet = tmp_path / "momo.png"
+    Image.fromarray(reference_sheet(random_character(1_000_005, "Momo"), 256)).save(sheet)
+    game = Game.from_models(*models, store=tmp_path / "saves", cast=CAST)
+    game.add_character("Momo", image=sheet)
+    path = tmp_path / "saves" / "characters" / BOOK_NAME
+    book = json.loads(path.read_text())
+    book["characters"]["Momo"].pop("fit")
+    book["characters"]["Momo"]["entry"] = None
+    path.write_text(json.dumps(book))
+    old = Game.from_models(*models, store=tmp_path / "saves", cast=CAST)
+    assert not old.custom["Momo"].posed
+    assert old.new_session(["Momo"], seed=4).step("Momo waves").anchor == "custom"
+    frame = render_cutout(cut_out(read_picture(sheet)), "meadow", "day")
     plain = render_cutout(np.zeros((4, 4, 4), np.uint8), "meadow", "day")
     assert frame.shape == (96, 144, 3) and (np.abs(frame.astype(int) - plain).sum(-1) > 30).mean() > 0.02
-    both = game.add_character("Lulu", NEKO, image=sheet)  # both: the picture is drawn, the words are kept
-    assert both.sprite is not None and both.understood
-    assert Game.from_models(*models, store=tmp_path / "saves", cast=CAST).custom["Momo"].sprite == made.sprite
 
 
 @pytest.mark.parametrize("make,match", [

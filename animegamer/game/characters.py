@@ -1,14 +1,18 @@
-"""The player's own characters: made from a description, kept beside the saved games, drawn in play.
+"""The player's own characters: made from a description or a picture, kept beside the saved games,
+drawn in play.
 
     book = CharacterBook(store_root)                        # kept in store_root/characters/
     neko = book.add("Neko", "a girl with short green hair in a red hoodie, with a scarf", taken=cast)
+    mimi = book.add("Mimi", image="mimi.png", taken=cast)   # read into the generator's parameters
     neko.spec, neko.understood, book.reference_path("Neko")
 
 A description is read word by word for what the world's character generator can draw: a hair
 colour and style, an outfit and its colour, accessories and their colours, girl / boy. Everything
 it does not mention comes from a generator seeded by the name, so the same name and words always
 give the same character. What it understood is kept and shown; a description with nothing drawable
-is refused with an example.
+is refused with an example. A picture (the character alone on a plain background, in the world's
+style) is cut out and fitted: the generator's parameters that redraw it best (`world/character_fit.py`),
+so the world can draw the character in any pose, as a described one.
 
 In play (``GameSession.step``), a turn that names a custom character is drawn from a frame of that
 character rendered by the world into the place and time of the nearest anchor of the bank
@@ -32,6 +36,7 @@ from PIL import Image
 
 from animegamer.core.atomic_io import atomic_write, write_json
 from animegamer.world.cast import ACCESSORY_TYPES, CharacterSpec, parse_cast
+from animegamer.world.character_fit import fit_character
 from animegamer.world.character_gen import character_entry, describe, random_character, reference_sheet
 
 MAX_NAME = 40
@@ -65,7 +70,14 @@ class CustomCharacter:
     spec: CharacterSpec | None  # None for a character made from a picture alone
     understood: list[str]
     created_at: float
-    sprite: Path | None = None  # the cut-out of the player's picture (RGBA PNG), drawn instead of the spec
+    sprite: Path | None = None  # the cut-out of the player's picture (RGBA PNG)
+    fit: dict[str, Any] | None = None  # how the spec was read from the picture (error, what was read)
+
+    @property
+    def posed(self) -> bool:
+        """Whether the world draws this character from its parameters, in any pose; if not, the cut-out of
+        the player's picture is stood in the scene (a picture character made before pictures were fitted)."""
+        return self.spec is not None and (self.sprite is None or self.fit is not None)
 
 
 def _seed(name: str) -> int:
@@ -86,9 +98,10 @@ def _colour_before(words: list[str], i: int) -> str | None:
     return None
 
 
-def from_description(name: str, text: str) -> tuple[CharacterSpec, list[str]]:
-    """The character the words describe (the rest drawn from the name) and what was understood."""
-    entry = character_entry(random_character(_seed(name), name))
+def from_description(name: str, text: str, base: CharacterSpec | None = None) -> tuple[CharacterSpec, list[str]]:
+    """The character the words describe and what was understood; the rest is ``base`` (a character
+    read from the player's picture) or drawn from the name."""
+    entry = character_entry(base if base is not None else random_character(_seed(name), name))
     words = re.findall(r"[a-z][a-z\-]*", text.lower())
     joined = " ".join(words)
     understood: list[str] = []
@@ -121,9 +134,10 @@ def from_description(name: str, text: str) -> tuple[CharacterSpec, list[str]]:
             accessories.append({"type": kind, "color": COLOURS[colour] if colour else entry["outfit"]["accent"]})
             understood.append(" ".join(x for x in (colour, phrase) if x))
             rest = rest[:m.start()] + " " + rest[m.end():]
-    entry["accessories"] = accessories  # what the player named, nothing they did not
+    named = {a["type"] for a in accessories}  # what the player named, nothing they did not; besides what
+    entry["accessories"] = [a for a in entry["accessories"] if base is not None and a["type"] not in named] + accessories
     for v in entry["outfit_variants"]:  # a variant may recolour only accessories the character wears
-        kept = {t: c for t, c in v.pop("accessories", {}).items() if t in {a["type"] for a in accessories}}
+        kept = {t: c for t, c in v.pop("accessories", {}).items() if t in {a["type"] for a in entry["accessories"]}}
         if kept:
             v["accessories"] = kept
     if not understood:
@@ -165,7 +179,7 @@ class CharacterBook:
             spec = (parse_cast({"characters": {name: d["entry"]}}, str(self.root / BOOK_NAME))[name]
                     if d.get("entry") else None)
             out.append(CustomCharacter(name, d["description"], spec, d["understood"], d["created_at"],
-                                       self.sprite_path(name) if d.get("picture") else None))
+                                       self.sprite_path(name) if d.get("picture") else None, d.get("fit")))
         return out
 
     def names(self) -> list[str]:
@@ -186,7 +200,9 @@ class CharacterBook:
     def add(self, name: Any, description: Any = None, taken: list[str] | None = None,
             image: str | Path | bytes | None = None) -> CustomCharacter:
         """A character from a description, a picture (of the character alone on a plain background, in
-        the world's drawing style), or both (the picture is what is drawn)."""
+        the world's drawing style), or both. A picture is read into the generator's parameters
+        (`world/character_fit.py`), so the world draws the character in every pose; a description's
+        words then change what they name. The reference sheet kept is what the world draws."""
         name = check_name(name, list(taken or []) + self.names())
         if description is not None and not isinstance(description, str):
             raise CharacterError(f"the description must be text, got {type(description).__name__}")
@@ -196,19 +212,32 @@ class CharacterBook:
         if len(description) > 500:
             raise CharacterError(f"the description is {len(description)} characters long; keep it to 500")
         picture = read_picture(image) if image is not None else None
-        sprite = cut_out(picture) if picture is not None else None  # a bad picture fails before anything is written
-        spec, understood = from_description(name, description) if description else (None, [])
+        fit, sprite = None, None
+        if picture is not None:  # a bad picture fails before anything is written
+            alpha = figure_mask(picture)
+            sprite = cut_out(picture, alpha)
+            fit = fit_character(picture, alpha, random_character(_seed(name), name))
+        spec, understood = from_description(name, description, fit.spec if fit else None) if description else \
+            (None, [])
+        if fit is not None:
+            if spec is None:
+                entry = character_entry(fit.spec)
+                spec = parse_cast({"characters": {name: {**entry, "description": describe(entry)}}},
+                                  f"the picture of {name}")[name]
+            understood = [f"from the picture: {', '.join(fit.read)}"] + understood
         book = self._read()
-        reference = Image.fromarray(picture if picture is not None else reference_sheet(spec, 256))
+        reference = Image.fromarray(reference_sheet(spec, 256))
         atomic_write(self.reference_path(name), lambda fh: reference.save(fh, format="PNG"))  # files before the entry
         if sprite is not None:
             atomic_write(self.sprite_path(name), lambda fh: Image.fromarray(sprite, "RGBA").save(fh, format="PNG"))
         made = time.time()
+        fitted = {"error": round(fit.error, 4), "read": fit.read} if fit else None
         book["characters"][name] = {"description": description, "entry": character_entry(spec) if spec else None,
-                                    "understood": understood, "created_at": made, "picture": sprite is not None}
+                                    "understood": understood, "created_at": made, "picture": sprite is not None,
+                                    **({"fit": fitted} if fitted else {})}
         write_json(self.root / BOOK_NAME, book)
         return CustomCharacter(name, description, spec, understood, made,
-                               self.sprite_path(name) if sprite is not None else None)
+                               self.sprite_path(name) if sprite is not None else None, fitted)
 
     def entries(self) -> dict[str, dict[str, Any]]:
         """The book as stored: name -> its entry (description, generator entry, what was understood)."""
@@ -293,10 +322,10 @@ def read_picture(source: str | Path | bytes) -> np.ndarray:
     return np.asarray(Image.alpha_composite(bg, rgba).convert("RGB"))
 
 
-def cut_out(picture: np.ndarray) -> np.ndarray:
-    """The character of a picture on a plain background, as RGBA cropped to it: everything connected
-    to the picture's border within ``BACKGROUND_TOLERANCE`` of its colour is background; the largest
-    remaining blob is the character. CharacterError when no character stands out."""
+def figure_mask(picture: np.ndarray) -> np.ndarray:
+    """Where the character of a picture on a plain background is: uint8 (H, W), 255 on it. Everything
+    connected to the picture's border within ``BACKGROUND_TOLERANCE`` of its colour is background; the
+    largest remaining blob is the character. CharacterError when no character stands out."""
     h, w = picture.shape[:2]
     mask = np.zeros((h + 2, w + 2), np.uint8)
     img = np.ascontiguousarray(picture)
@@ -309,13 +338,22 @@ def cut_out(picture: np.ndarray) -> np.ndarray:
             cv2.floodFill(img.copy(), mask, (x, y), (0, 0, 0), tol, tol,
                           4 | cv2.FLOODFILL_MASK_ONLY | cv2.FLOODFILL_FIXED_RANGE | (255 << 8))
     fg = (mask[1:-1, 1:-1] == 0).astype(np.uint8)
-    n, labels, stats, _ = cv2.connectedComponentsWithStats(fg, connectivity=8)
+    # a seam a pixel or two wide between two background colours (a horizon, once the picture was resized or
+    # compressed) is in no flood; opening drops it, so it does not join the character to the picture's sides
+    kernel = np.ones((3, 3), np.uint8) if min(h, w) >= 96 else np.ones((2, 2), np.uint8)
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(cv2.morphologyEx(fg, cv2.MORPH_OPEN, kernel), connectivity=8)
     if n < 2:
         raise CharacterError("no character stands out from the picture's background: use a picture of the "
                              "character alone on a plain background")
     k = 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA]))
     if stats[k, cv2.CC_STAT_AREA] < 0.02 * h * w:
         raise CharacterError("the character is too small in the picture (under 2% of it): crop closer")
-    x, y, bw, bh = (int(v) for v in stats[k, :4])
-    alpha = (labels == k).astype(np.uint8) * 255
-    return np.dstack([picture, alpha])[y:y + bh, x:x + bw]
+    return (cv2.dilate((labels == k).astype(np.uint8), kernel) & fg) * 255  # the opened-away outline back
+
+
+def cut_out(picture: np.ndarray, alpha: np.ndarray | None = None) -> np.ndarray:
+    """The character of a picture on a plain background as RGBA, cropped to it (``alpha``: its
+    `figure_mask`, found when not given)."""
+    alpha = figure_mask(picture) if alpha is None else alpha
+    ys, xs = np.nonzero(alpha)
+    return np.dstack([picture, alpha])[ys.min():ys.max() + 1, xs.min():xs.max() + 1]

@@ -348,8 +348,9 @@ class Game:
     def custom_anchor(self, s_a: torch.Tensor, named: list[str], retrieved: Anchor | None) -> tuple[torch.Tensor, Anchor]:
         """Draw a turn that names a custom character from a frame of it rendered by the world into the
         place and time of the bank's anchor (or a meadow by day without a bank): two characters the
-        world can draw (custom ones from a description, the world's cast) stand together in it; a
-        character made from a picture stands alone."""
+        world can draw (custom ones, described or read from a picture, and the world's cast) stand
+        together in it; a character drawn from the cut-out of its picture (made before pictures were
+        fitted) stands alone."""
         bank = self.decoder.anchors
         entry = bank.entries[retrieved.entry] if bank is not None and retrieved and retrieved.entry is not None else {}
         place, time_of_day = entry.get("place") or "meadow", entry.get("time") or "day"
@@ -357,10 +358,10 @@ class Game:
         h, w = self.decoder.frame_size
         size = {"height": max(h, 48), "width": max(w, 72)}
         pair, world_cast = tuple(named[:2]), load_cast()
-        # the world renders a custom character from its description (not a picture) and the world's own cast
-        together = len(pair) == 2 and all(self.custom[c].sprite is None if c in self.custom else c in world_cast
+        # the world renders custom characters from their parameters (described or read from a picture) and its own cast
+        together = len(pair) == 2 and all(self.custom[c].posed if c in self.custom else c in world_cast
                                           for c in pair)
-        if who.sprite is not None:  # the player's picture, cut out and stood in the scene
+        if not who.posed:  # the player's picture, cut out and stood in the scene
             frame = render_cutout(np.asarray(Image.open(who.sprite).convert("RGBA")), place, time_of_day, **size)
         elif together:  # a two-character action whose first frame shows both apart
             frame = render_action(pair, "play_with", "", place, time_of_day, **size,

@@ -234,6 +234,8 @@ def build_app(game: Game) -> gr.Blocks:
             except GameInputError as e:
                 return gr.update(), gr.update(visible=False), f"⚠️ {html.escape(str(e))}"
             what = made.spec.description if made.spec else "from your picture"
+            if made.fit:  # what the world will draw: the sheet shown beside this note
+                what += ", as the sheet shows the world drawing them"
             understood = f" (understood: {', '.join(made.understood)})" if made.understood else ""
             note = f"added **{html.escape(made.name)}**: {html.escape(what + understood)}; start a new game with them"
             return (gr.update(choices=list(game.cast), value=[made.name]),
