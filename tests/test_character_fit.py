@@ -62,3 +62,17 @@ def test_a_seam_between_two_background_colours_is_not_the_character():
 def test_fit_refuses_a_mask_of_another_size():
     with pytest.raises(ValueError, match="mask"):
         fit_character(np.zeros((10, 10, 3), np.uint8), np.zeros((5, 5), np.uint8), random_character(1, "A"))
+
+
+def test_a_picture_the_generator_cannot_draw_is_said_so(tmp_path):
+    """A figure unlike the world's characters (a plain orange disc on white) is still read into parameters,
+    but its fit error is high and the player is told."""
+    from animegamer.game.characters import CharacterBook
+
+    picture = np.full((200, 200, 3), 255, np.uint8)
+    yy, xx = np.mgrid[:200, :200]
+    picture[(yy - 100) ** 2 + (xx - 100) ** 2 < 60 ** 2] = (240, 120, 20)
+    Image.fromarray(picture).save(tmp_path / "disc.png")
+    made = CharacterBook(tmp_path).add("Disc", image=tmp_path / "disc.png")
+    assert made.posed and made.fit["error"] > 0.12 and "not much like the world's drawings" in made.fit_note
+    assert CharacterBook(tmp_path).characters()["Disc"].fit_note == made.fit_note

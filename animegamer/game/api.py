@@ -116,6 +116,7 @@ class CharacterOut(BaseModel):
     description: str
     understood: list[str]
     reference_url: str
+    note: str | None = Field(None, description="set when a picture was not redrawn well by the world's generator")
 
 
 class NewTurn(_Strict):
@@ -345,7 +346,8 @@ class ApiKey:
 # ----------------------------------------------------------------------------- the app
 def _character_out(made: CustomCharacter) -> CharacterOut:
     return CharacterOut(name=made.name, description=made.spec.description if made.spec else made.description,
-                        understood=made.understood, reference_url=f"/characters/{made.name}/reference.png")
+                        understood=made.understood, reference_url=f"/characters/{made.name}/reference.png",
+                        note=made.fit_note)
 
 
 def _add_from_picture(game: Game, name: str, description: str | None, data: bytes) -> CustomCharacter:

@@ -36,7 +36,7 @@ from PIL import Image
 
 from animegamer.core.atomic_io import atomic_write, write_json
 from animegamer.world.cast import ACCESSORY_TYPES, CharacterSpec, parse_cast
-from animegamer.world.character_fit import fit_character
+from animegamer.world.character_fit import CLOSE_FIT, fit_character
 from animegamer.world.character_gen import character_entry, describe, random_character, reference_sheet
 
 MAX_NAME = 40
@@ -72,6 +72,14 @@ class CustomCharacter:
     created_at: float
     sprite: Path | None = None  # the cut-out of the player's picture (RGBA PNG)
     fit: dict[str, Any] | None = None  # how the spec was read from the picture (error, what was read)
+
+    @property
+    def fit_note(self) -> str | None:
+        """A word for the player when their picture was not redrawn well, else None."""
+        if not self.fit or self.fit["error"] <= CLOSE_FIT:
+            return None
+        return (f"the picture is not much like the world's drawings (fit error {self.fit['error']:.2f}); "
+                f"{self.name} will be drawn as the reference sheet shows: add words to change it")
 
     @property
     def posed(self) -> bool:

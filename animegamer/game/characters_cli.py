@@ -43,6 +43,8 @@ def _add(args: argparse.Namespace) -> int:
     print(f"added {made.name}: " + (made.spec.description if made.spec else "from the picture"))
     if made.understood:
         print(f"understood: {', '.join(made.understood)}")
+    if made.fit_note:
+        print(f"note: {made.fit_note}")
     print(f"reference picture: {book.reference_path(made.name)} (play them: animegamer play, new game with {made.name})")
     return 0
 

@@ -238,6 +238,8 @@ def build_app(game: Game) -> gr.Blocks:
                 what += ", as the sheet shows the world drawing them"
             understood = f" (understood: {', '.join(made.understood)})" if made.understood else ""
             note = f"added **{html.escape(made.name)}**: {html.escape(what + understood)}; start a new game with them"
+            if made.fit_note:
+                note += f" ⚠️ {html.escape(made.fit_note)}"
             return (gr.update(choices=list(game.cast), value=[made.name]),
                     gr.update(value=str(game.characters.reference_path(made.name)), visible=True), note)
 

@@ -44,6 +44,7 @@ REGION_KEYS = ((255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (0, 255, 25
                (128, 0, 0), (0, 128, 0), (0, 0, 128), (128, 128, 0), (0, 128, 128))
 ADD_MARGIN = 0.0015  # an accessory is worn only when it lowers the cost this much: a hidden one must not be
 MISS = 0.5  # the cost of a pixel where only one of the two silhouettes is
+CLOSE_FIT = 0.12  # a fit above this error did not redraw the picture well (the world's own sheets: 0.03-0.08)
 MAX_ACCESSORIES = 3
 SLOTS = ("hair_color", "skin", "eyes", "top", "bottom", "accent", "shoes")
 HEIGHTS = tuple(round(float(h), 3) for h in np.arange(HEIGHT_RANGE[0], HEIGHT_RANGE[1] + 1e-6, 0.025))
