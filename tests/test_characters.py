@@ -28,6 +28,7 @@ def test_a_description_becomes_a_character():
     assert spec.hair_color[1] > spec.hair_color[0] and spec.top[0] > spec.top[2]  # green hair, red hoodie
     assert [a.type for a in spec.accessories] == ["scarf"]
     assert from_description("Neko", NEKO)[0] == spec  # the same name and words, the same character
+    assert spec.outfit_variants == ()  # dressed as described in every session
     glasses = from_description("Ren2", "a boy in a black coat, glasses")[0]
     assert glasses.top == (38, 38, 46) and glasses.accessories[0].color != (38, 38, 46)  # the coat is black
     with pytest.raises(CharacterError, match="nothing in 'just vibes'"):
@@ -122,6 +123,7 @@ def test_a_character_from_a_picture(models, tmp_path):
     game = Game.from_models(*models, store=tmp_path / "saves", cast=CAST)
     made = game.add_character("Momo", image=sheet)
     assert made.posed and made.sprite.is_file() and made.fit["error"] < 0.1
+    assert made.spec.outfit_variants == ()  # dressed as pictured in every session
     assert (made.spec.hair_style, made.spec.outfit_type) == (true.hair_style, true.outfit_type)
     assert made.understood[0].startswith("from the picture: ") and true.hair_style.replace("_", " ") in made.understood[0]
     reference = np.asarray(Image.open(game.characters.reference_path("Momo")).convert("RGB"))

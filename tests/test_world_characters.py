@@ -73,7 +73,7 @@ def test_random_look_is_seeded_and_covers_variants(cast):
     (("height",), 3.0, "height"),
     (("pronoun",), "it", "pronoun"),
     (("outfit", "type"), "spacesuit", "outfit.type"),
-    (("outfit_variants",), [], "outfit_variants"),
+    (("outfit_variants",), [{"top": "#ffffff"}], "outfit_variants"),  # one: neither none nor 2..4
     (("hat_size",), 3, "hat_size"),
 ])
 def test_validation_errors_name_character_and_field(raw_cast, path, value, field):

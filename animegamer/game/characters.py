@@ -144,10 +144,7 @@ def from_description(name: str, text: str, base: CharacterSpec | None = None) ->
             rest = rest[:m.start()] + " " + rest[m.end():]
     named = {a["type"] for a in accessories}  # what the player named, nothing they did not; besides what
     entry["accessories"] = [a for a in entry["accessories"] if base is not None and a["type"] not in named] + accessories
-    for v in entry["outfit_variants"]:  # a variant may recolour only accessories the character wears
-        kept = {t: c for t, c in v.pop("accessories", {}).items() if t in {a["type"] for a in entry["accessories"]}}
-        if kept:
-            v["accessories"] = kept
+    entry["outfit_variants"] = []  # always dressed as described: no other outfit in another session
     if not understood:
         raise CharacterError(f"nothing in {text!r} says what {name} looks like; name a hair colour or style "
                              f"({', '.join(sorted(set(STYLE_WORDS)))}), an outfit ({', '.join(sorted(OUTFIT_WORDS))}) "

@@ -160,8 +160,9 @@ def _parse_character(name: str, raw: Any, source: str) -> CharacterSpec:
                                                 f"accessories[{i}].color")))
     acc_types = {a.type for a in accessories}
     var_raw = c.get(raw, "outfit_variants")
-    if not isinstance(var_raw, list) or not 2 <= len(var_raw) <= 4:
-        c.fail("outfit_variants", f"expected a list of 2..4 palettes, got {var_raw!r}")
+    # none: the character always wears the default outfit (a player's own, as described or pictured)
+    if not isinstance(var_raw, list) or not (len(var_raw) == 0 or 2 <= len(var_raw) <= 4):
+        c.fail("outfit_variants", f"expected an empty list or a list of 2..4 palettes, got {var_raw!r}")
     variants = []
     for i, v in enumerate(var_raw):
         f = f"outfit_variants[{i}]"

@@ -31,6 +31,7 @@ import numpy as np
 from animegamer.world.cast import ACCESSORY_TYPES, HAIR_STYLES, HEIGHT_RANGE, OUTFIT_TYPES, RGB, Accessory, \
     CharacterSpec, default_look
 from animegamer.world.character_art import draw_character
+from animegamer.world.character_gen import expected_colours
 from animegamer.world.pose import Pose
 
 NORM = 64  # the figure is compared at this height (pixels), centred in a NORM x NORM square
@@ -46,7 +47,8 @@ ADD_MARGIN = 0.0015  # an accessory is worn only when it lowers the cost this mu
 MISS = 0.5  # the cost of a pixel where only one of the two silhouettes is
 CLOSE_FIT = 0.12  # a fit above this error did not redraw the picture well (the world's own sheets: 0.03-0.08)
 MAX_ACCESSORIES = 3
-SLOTS = ("hair_color", "skin", "eyes", "top", "bottom", "accent", "shoes")
+SLOTS = ("hair_color", "skin", "eyes", "top", "bottom", "accent", "shoes")  # top before the three below
+UNSEEN_DEFAULTS = ("bottom", "accent", "shoes")
 HEIGHTS = tuple(round(float(h), 3) for h in np.arange(HEIGHT_RANGE[0], HEIGHT_RANGE[1] + 1e-6, 0.025))
 COARSE_HEIGHTS = HEIGHTS[::4]
 PORTRAIT_POSE = Pose(head_turn=-0.15)  # the reference sheet's pose
@@ -140,7 +142,9 @@ class _Target:
     def read_colours(self, spec: CharacterSpec) -> CharacterSpec:
         """``spec`` with every colour that shows read off the picture: each colour field is drawn in a key
         colour of its own, twice with the keys permuted; a pixel that shows a field's key both times is
-        painted flat (unshaded) by that field, and the field's colour is the picture's median there."""
+        painted flat (unshaded) by that field, and the field's colour is the picture's median there. A
+        garment colour that does not show (a dress hides the bottom) is what the generator would draw
+        with the top read (`expected_colours`), not the start's."""
         fields = [(f, 0) for f in SLOTS] + [("accessory", i) for i in range(len(spec.accessories))]
         hits = []
         for shift in (0, 1):
@@ -159,6 +163,8 @@ class _Target:
             if where.sum() >= 2:
                 med = np.median(self.rgb[where], axis=0)
                 spec = _with_colour(spec, f, i, (int(round(med[0])), int(round(med[1])), int(round(med[2]))))
+            elif f in UNSEEN_DEFAULTS:
+                spec = _with_colour(spec, f, i, expected_colours(spec.top)[f])
         return spec
 
 
@@ -217,7 +223,8 @@ def fit_character(picture: np.ndarray, alpha: np.ndarray, start: CharacterSpec, 
     def heights(spec: CharacterSpec) -> tuple[float, CharacterSpec]:
         return min((judged(dataclasses.replace(spec, height=h)) for h in HEIGHTS), key=lambda x: x[0])
 
-    spec = dataclasses.replace(start, accessories=())
+    # a picture shows one outfit: the character always wears it (no variants for other sessions)
+    spec = dataclasses.replace(start, accessories=(), outfit_variants=())
     if t.sheet:  # the scale first: in the sheet's frame every other comparison depends on it
         best, spec = heights(spec)
     best, spec = grid(spec)

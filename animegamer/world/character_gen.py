@@ -99,6 +99,15 @@ def random_character(seed: int, name: str) -> CharacterSpec:
     return parse_cast({"characters": {name: entry}}, f"random_character(seed={seed})")[name]
 
 
+def expected_colours(top: RGB) -> dict[str, RGB]:
+    """What `random_character` draws, on average, for the bottom, the accent and the shoes of a character
+    whose top is ``top`` (their hue offsets from the top's and the middles of their saturation and value
+    ranges): the colours to assume where a picture of the character does not show them."""
+    hue = colorsys.rgb_to_hsv(*(x / 255 for x in top))[0]
+    return {"bottom": _hsv(hue + 0.5, 0.65, 0.5), "accent": _hsv(hue + 0.175, 0.65, 0.925),
+            "shoes": _hsv(hue + 0.5, 0.3, 0.3)}
+
+
 NOUNS = {"tshirt_shorts": "T-shirt and shorts", "twin_tails": "twin-tailed", "long_straight": "long straight",
          "short_messy": "short messy", "side_swept": "side-swept", "bob": "bobbed", "bun": "bunned",
          "braids": "braided", "ponytail": "ponytailed"}
