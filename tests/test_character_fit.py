@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from animegamer.game.characters import figure_mask
+from animegamer.game.characters import CharacterBook, figure_mask
 from animegamer.world.character_fit import fit_character, sheet_layout
 from animegamer.world.character_gen import held_out_characters, random_character, reference_sheet
 
@@ -67,8 +67,6 @@ def test_fit_refuses_a_mask_of_another_size():
 def test_a_picture_the_generator_cannot_draw_is_said_so(tmp_path):
     """A figure unlike the world's characters (a plain orange disc on white) is still read into parameters,
     but its fit error is high and the player is told."""
-    from animegamer.game.characters import CharacterBook
-
     picture = np.full((200, 200, 3), 255, np.uint8)
     yy, xx = np.mgrid[:200, :200]
     picture[(yy - 100) ** 2 + (xx - 100) ** 2 < 60 ** 2] = (240, 120, 20)

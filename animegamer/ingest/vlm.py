@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -110,8 +110,10 @@ class VlmAnnotator:
 
 
 def annotate(data: str | Path, annotator: VlmAnnotator, out: str | Path, names: list[str] | None = None,
-             limit: int | None = None, progress: bool = True) -> dict[str, Any]:
-    """Ask about every clip of an ingested dataset (its middle frame) and write the annotation file."""
+             limit: int | None = None, progress: bool = True,
+             who: Callable[[np.ndarray], list[str]] | None = None) -> dict[str, Any]:
+    """Ask about every clip of an ingested dataset (its middle frame) and write the annotation file.
+    ``who``: names the characters of a clip (its frames) instead of the model's answer (reference pictures)."""
     world = WorldDataset(data)
     rows = world.rows[: limit or None]
     if not rows or "source" not in rows[0]:
@@ -122,6 +124,8 @@ def annotate(data: str | Path, annotator: VlmAnnotator, out: str | Path, names: 
         frames = world.frames(row)
         answer = annotator.ask(frames[len(frames) // 2], text)
         fields = parse_answer(answer, names)
+        if who is not None:
+            fields["characters"] = who(frames)
         done.append({**row, **fields})
         answers.append(fields)
     write_template(out, done)

@@ -21,6 +21,7 @@ PHASES: dict[str, tuple[str, str]] = {
     "clip": ("animegamer.training.fit_vision_tower", "a CLIP-style vision tower (the evaluator's)"),
     "action": ("animegamer.training.fit_action_classifier", "the evaluator's video action classifier"),
     "frames": ("animegamer.training.fit_frame_classifier", "the evaluator's frame classifier (who, where, when)"),
+    "reid": ("animegamer.training.fit_character_reid", "character re-identification (reference matching)"),
 }
 
 

@@ -1,0 +1,102 @@
+"""Who a character is, as a vector: a re-identification network for characters it never saw.
+
+A small ResNet (transformers' ``ResNetModel``) whose strongest response of each channel anywhere in the
+frame (a character covers a small part of it) is projected to a unit vector. Trained by
+`animegamer train reid` on many drawn characters with a cosine softmax over their identities, so that
+frames of one character lie close and others apart; the identities themselves are not kept, so it
+compares characters it never saw: a clip against reference pictures (`evaluation/character_match.py`).
+The evaluator's frame classifier, trained on the world's 10 characters, knows those 10 and not
+characters in general (docs/results/ingest.md).
+
+Shipped: ``animegamer/weights/evaluator/character_reid/`` (character_reid.json + model.safetensors).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import ResNetConfig, ResNetModel
+
+from animegamer.core.checkpoint import atomic_dir, load_json, load_safetensors, save_json_atomic, \
+    save_safetensors_atomic
+
+REID_DIR = "character_reid"
+CONFIG_NAME = "character_reid.json"
+WEIGHTS_NAME = "model.safetensors"
+FORMAT = "animegamer-character-reid"
+FORMAT_VERSION = 1
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "tiny": dict(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic"),
+    "default": dict(embedding_size=32, hidden_sizes=[32, 64, 128, 128], depths=[1, 1, 2, 1], layer_type="basic"),
+}
+
+
+class CharacterReID(nn.Module):
+    """frames (B, 3, H, W) in [-1, 1] -> unit vectors (B, dim)."""
+
+    def __init__(self, backbone: dict[str, Any], dim: int, size: tuple[int, int]) -> None:
+        super().__init__()
+        self.backbone_config, self.dim, self.size = dict(backbone), int(dim), tuple(size)
+        self.backbone = ResNetModel(ResNetConfig(num_channels=3, **backbone))
+        self.project = nn.Linear(backbone["hidden_sizes"][-1], dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        grid = self.backbone(pixel_values=x).last_hidden_state  # (B, D, h, w)
+        return F.normalize(self.project(grid.amax((2, 3))), dim=-1)
+
+    def to_input(self, frames: np.ndarray) -> torch.Tensor:
+        """uint8 (T, H, W, 3) of any size -> (T, 3, h, w) in [-1, 1] at the trained size."""
+        h, w = self.size
+        if frames.shape[1:3] != (h, w):
+            frames = np.stack([cv2.resize(np.ascontiguousarray(f), (w, h), interpolation=cv2.INTER_AREA)
+                               for f in frames])
+        return torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2).float().div(127.5).sub(1.0)
+
+    @torch.no_grad()
+    def embed(self, frames: np.ndarray, batch: int = 32) -> torch.Tensor:
+        """uint8 frames (T, H, W, 3) -> one unit vector (dim,): the normalised mean over the frames."""
+        x = self.to_input(frames)
+        e = torch.cat([self(x[i:i + batch]) for i in range(0, len(x), batch)])
+        return F.normalize(e.mean(0), dim=-1)
+
+    def save_pretrained(self, directory: str | Path, dtype: torch.dtype | None = None) -> Path:
+        meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "backbone": self.backbone_config,
+                "dim": self.dim, "size": list(self.size)}
+        sd = {k: (v.to(dtype) if dtype is not None and v.is_floating_point() else v).contiguous()
+              for k, v in self.state_dict().items()}
+        with atomic_dir(directory) as tmp:
+            save_safetensors_atomic(sd, tmp / WEIGHTS_NAME)
+            save_json_atomic(meta, tmp / CONFIG_NAME)
+        return Path(directory)
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path) -> CharacterReID:
+        directory = Path(directory)
+        if not (directory / CONFIG_NAME).is_file():
+            found = cls.find(directory)
+            if found is None:
+                raise FileNotFoundError(f"{directory}: no character re-identification network ({CONFIG_NAME} + "
+                                        f"{WEIGHTS_NAME}, or a `train reid` run's final/{REID_DIR})")
+            directory = found
+        meta = load_json(directory / CONFIG_NAME)
+        if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
+            raise ValueError(f"{directory}: expected {FORMAT} v{FORMAT_VERSION}, found "
+                             f"{meta.get('format')} v{meta.get('format_version')}")
+        model = cls(meta["backbone"], meta["dim"], tuple(meta["size"]))
+        model.load_state_dict({k: v.float() for k, v in load_safetensors(directory / WEIGHTS_NAME).items()})
+        return model.eval().requires_grad_(False)
+
+    @staticmethod
+    def find(root: str | Path) -> Path | None:
+        """The network's dir in an evaluator dir, a `train reid` run dir or its final/."""
+        root = Path(root)
+        for p in (root, root / REID_DIR, root / "final" / REID_DIR):
+            if (p / CONFIG_NAME).is_file() and (p / WEIGHTS_NAME).is_file():
+                return p
+        return None
