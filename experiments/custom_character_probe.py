@@ -120,7 +120,11 @@ def probe(game: Game, ev: Evaluator, gallery: list[str], extra: dict, seed: int,
             outcome = {k: int(torch.argmax(truth_emb @ _embed(ev, frames)) == i) for k, frames in shots.items()}
             for k, v in outcome.items():
                 right[k] += v
-            per_shot.append({"character": c, "action": verb, **outcome})
+            plain = render_action((c,), verb, adverb, place, time, seed=seed + a,
+                                  extra_cast={c: dataclasses.replace(specs[c], outfit_variants=())})[0]
+            # whether the truth wears the outfit its reference picture shows, or one of its other outfits
+            per_shot.append({"character": c, "action": verb, "default outfit": bool(np.array_equal(plain, truths[c][0])),
+                             **outcome})
             total += 1
             if rows is not None and a == SHEET_ACTION:
                 rows.append(sheet_row(truths[c], shots["anchor"]))
@@ -129,13 +133,19 @@ def probe(game: Game, ev: Evaluator, gallery: list[str], extra: dict, seed: int,
     return {k: {"right": v, "of": total, "accuracy": v / total} for k, v in right.items()} | {
         "chance": 1 / len(gallery), "fit": fit_report(specs, fits),
         "fitted - anchor (paired)": paired(per_shot, "fitted", "anchor"),
-        "fitted - picture (paired)": paired(per_shot, "fitted", "picture"), "shots": per_shot}
+        "fitted - picture (paired)": paired(per_shot, "fitted", "picture"),
+        "fitted - anchor, truth in the pictured outfit (paired)":
+            paired([s for s in per_shot if s["default outfit"]], "fitted", "anchor"),
+        "fitted - anchor, truth in another outfit (paired)":
+            paired([s for s in per_shot if not s["default outfit"]], "fitted", "anchor"), "shots": per_shot}
 
 
 def paired(shots: list[dict], a: str, b: str) -> dict:
     """The mean paired difference of two systems' outcomes over the same shots, with its standard error."""
     d = np.array([s[a] - s[b] for s in shots], float)
-    return {"difference": float(d.mean()), "standard_error": float(d.std(ddof=1) / np.sqrt(len(d)))}
+    if len(d) < 2:
+        return {"shots": len(d)}
+    return {"shots": len(d), "difference": float(d.mean()), "standard_error": float(d.std(ddof=1) / np.sqrt(len(d)))}
 
 
 def reuploaded(sheet: np.ndarray) -> np.ndarray:
