@@ -110,6 +110,11 @@ def test_web_page_adds_a_character(models, tmp_path):
     assert chars["choices"] == CAST + ["Neko"] and chars["value"] == ["Neko"] and picture["visible"]
     assert "understood: girl, green hair" in note
     assert "already taken" in add("Neko", NEKO)[2] and game.cast == CAST + ["Neko"]
+    sheet = tmp_path / "momo.png"
+    Image.fromarray(reference_sheet(random_character(1_000_005, "Momo"), 256)).save(sheet)
+    chars, picture, note = add("Momo", "", str(sheet))  # the upload box
+    assert chars["value"] == ["Momo"] and picture["visible"] and picture["value"].endswith(".png")
+    assert "from the picture: " in note and "as the sheet shows" in note and "⚠️" not in note
 
 
 def test_a_character_from_a_picture(models, tmp_path):
