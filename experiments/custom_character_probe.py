@@ -24,6 +24,10 @@ character's own (chance 1/8). Two controls:
 - ``engine``: the engine's own visual tokens, the same for everyone, so chance;
 - ``truth``: each true shot's own first frame against the true last frames, the instrument's
   ceiling when nothing is decoded.
+The same question is asked of the character re-identification network beside the evaluator
+(`models/character_reid.py`, trained on hundreds of drawn characters, none of these), when it is there:
+the ``(reid)`` columns, a second instrument whose ceiling on unseen characters is not bound to the 10
+characters the evaluator was trained on.
 The colour test (the issue's): each held-out character and a copy with the hue of its hair and
 outfit turned half a circle, played with the same instructions and seed under the same name: the
 difference of the two games' mean frame colours should point the way the references' does.
@@ -49,6 +53,7 @@ from animegamer.core.atomic_io import write_json
 from animegamer.evaluation.evaluator import Evaluator
 from animegamer.game.characters import CustomCharacter, cut_out, figure_mask
 from animegamer.game.session import Game
+from animegamer.models.character_reid import REID_DIR, CharacterReID
 from animegamer.world.cast import load_cast
 from animegamer.world.character_fit import fit_character
 from animegamer.world.character_gen import held_out_characters, random_character, reference_sheet
@@ -88,7 +93,8 @@ def fitted_row(upload: np.ndarray, fitted: np.ndarray, drawn: np.ndarray, truth:
 
 
 def probe(game: Game, ev: Evaluator, gallery: list[str], extra: dict, seed: int,
-          rows: list[np.ndarray] | None = None, fit_rows: list[np.ndarray] | None = None) -> dict:
+          rows: list[np.ndarray] | None = None, fit_rows: list[np.ndarray] | None = None,
+          reid: CharacterReID | None = None) -> dict:
     specs = {**load_cast(), **extra}
     sprites = {c: cut_out(reference_sheet(specs[c], 256)) for c in gallery}  # "uploaded" reference pictures
     uploads = {c: reuploaded(reference_sheet(specs[c], 256)) for c in gallery}
@@ -101,6 +107,7 @@ def probe(game: Game, ev: Evaluator, gallery: list[str], extra: dict, seed: int,
     for a, (verb, adverb, place, time) in enumerate(tqdm(ACTIONS, desc="actions", leave=False)):
         truths = {c: render_action((c,), verb, adverb, place, time, seed=seed + a, extra_cast=extra) for c in gallery}
         truth_emb = torch.stack([_embed(ev, truths[c]) for c in gallery])  # (G, E)
+        reid_truth = torch.stack([reid.embed(truths[c][-TAIL:]) for c in gallery]) if reid is not None else None
         motion = f"{adverb} {verb}".strip().replace("_", " ")
         pred = eng.predict([], f"Character: Qiqi; Motion: {motion}; Background: {time} {place}.")
         eng.reset_cache()
@@ -118,6 +125,9 @@ def probe(game: Game, ev: Evaluator, gallery: list[str], extra: dict, seed: int,
                                    generator=torch.Generator().manual_seed(seed * 1000 + a)),
                      "truth": np.repeat(truths[c][:1], TAIL, axis=0)}
             outcome = {k: int(torch.argmax(truth_emb @ _embed(ev, frames)) == i) for k, frames in shots.items()}
+            if reid is not None:  # the same question asked of the re-identification network
+                outcome |= {f"{k} (reid)": int(torch.argmax(reid_truth @ reid.embed(frames[-TAIL:])) == i)
+                            for k, frames in shots.items()}
             for k, v in outcome.items():
                 right[k] += v
             plain = render_action((c,), verb, adverb, place, time, seed=seed + a,
@@ -130,6 +140,8 @@ def probe(game: Game, ev: Evaluator, gallery: list[str], extra: dict, seed: int,
                 rows.append(sheet_row(truths[c], shots["anchor"]))
             if fit_rows is not None and a == SHEET_ACTION:
                 fit_rows.append(fitted_row(uploads[c], reference_sheet(fits[c].spec, 128), shots["fitted"], truths[c]))
+    if reid is not None:
+        right |= {k: sum(s[k] for s in per_shot) for k in per_shot[0] if k.endswith("(reid)")}
     return {k: {"right": v, "of": total, "accuracy": v / total} for k, v in right.items()} | {
         "chance": 1 / len(gallery), "fit": fit_report(specs, fits),
         "fitted - anchor (paired)": paired(per_shot, "fitted", "anchor"),
@@ -212,13 +224,14 @@ def main() -> None:
     torch.manual_seed(0)
     game = Game.load(a.model, store=Path("/tmp") / "animegamer-probe-store")
     ev = Evaluator.load(a.evaluator)
+    reid = CharacterReID.from_pretrained(Path(a.evaluator) / REID_DIR) if CharacterReID.find(a.evaluator) else None
     known = list(load_cast())[:8]
     held = held_out_characters(8)
     rows: list[np.ndarray] = []
     fit_rows: list[np.ndarray] = []
-    result = {"known (seen in training)": probe(game, ev, known, {}, a.seed),
+    result = {"known (seen in training)": probe(game, ev, known, {}, a.seed, reid=reid),
               "held out (never seen)": probe(game, ev, [h.name for h in held], {h.name: h for h in held}, a.seed,
-                                             rows, fit_rows),
+                                             rows, fit_rows, reid),
               "actions": [list(x) for x in ACTIONS], "seed": a.seed, "gallery": 8}
     result["colour test (held out, hue turned half a circle)"] = colour_test(
         a.model, held, ("Character: Neko; Motion: wave; Background: day meadow.", "Neko walks slowly in the town",
