@@ -128,8 +128,8 @@ def probe(game: Game, ev: Evaluator, gallery: list[str], extra: dict, seed: int,
             if reid is not None:  # the same question asked of the re-identification network
                 outcome |= {f"{k} (reid)": int(torch.argmax(reid_truth @ reid.embed(frames[-TAIL:])) == i)
                             for k, frames in shots.items()}
-            for k, v in outcome.items():
-                right[k] += v
+            for k in right:
+                right[k] += outcome[k]
             plain = render_action((c,), verb, adverb, place, time, seed=seed + a,
                                   extra_cast={c: dataclasses.replace(specs[c], outfit_variants=())})[0]
             # whether the truth wears the outfit its reference picture shows, or one of its other outfits
