@@ -15,7 +15,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import cv2
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -24,6 +23,8 @@ from transformers import ResNetConfig, ResNetModel
 
 from animegamer.core.checkpoint import atomic_dir, load_json, load_safetensors, save_json_atomic, \
     save_safetensors_atomic
+from animegamer.models.frame_classifier import PRESETS as BACKBONES
+from animegamer.models.frame_classifier import frames_input
 
 REID_DIR = "character_reid"
 CONFIG_NAME = "character_reid.json"
@@ -31,10 +32,7 @@ WEIGHTS_NAME = "model.safetensors"
 FORMAT = "animegamer-character-reid"
 FORMAT_VERSION = 1
 
-PRESETS: dict[str, dict[str, Any]] = {
-    "tiny": dict(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic"),
-    "default": dict(embedding_size=32, hidden_sizes=[32, 64, 128, 128], depths=[1, 1, 2, 1], layer_type="basic"),
-}
+PRESETS = BACKBONES  # the frame classifier's ResNet sizes
 
 
 class CharacterReID(nn.Module):
@@ -50,18 +48,10 @@ class CharacterReID(nn.Module):
         grid = self.backbone(pixel_values=x).last_hidden_state  # (B, D, h, w)
         return F.normalize(self.project(grid.amax((2, 3))), dim=-1)
 
-    def to_input(self, frames: np.ndarray) -> torch.Tensor:
-        """uint8 (T, H, W, 3) of any size -> (T, 3, h, w) in [-1, 1] at the trained size."""
-        h, w = self.size
-        if frames.shape[1:3] != (h, w):
-            frames = np.stack([cv2.resize(np.ascontiguousarray(f), (w, h), interpolation=cv2.INTER_AREA)
-                               for f in frames])
-        return torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2).float().div(127.5).sub(1.0)
-
     @torch.no_grad()
     def embed(self, frames: np.ndarray, batch: int = 32) -> torch.Tensor:
-        """uint8 frames (T, H, W, 3) -> one unit vector (dim,): the normalised mean over the frames."""
-        x = self.to_input(frames)
+        """uint8 frames (T, H, W, 3) of any size -> one unit vector (dim,): the normalised mean over the frames."""
+        x = frames_input(frames, self.size)
         e = torch.cat([self(x[i:i + batch]) for i in range(0, len(x), batch)])
         return F.normalize(e.mean(0), dim=-1)
 

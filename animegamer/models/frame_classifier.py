@@ -48,6 +48,14 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+def frames_input(frames: np.ndarray, size: tuple[int, int]) -> torch.Tensor:
+    """uint8 (T, H, W, 3) of any size -> (T, 3, h, w) in [-1, 1] at ``size`` (h, w)."""
+    h, w = size
+    if frames.shape[1:3] != (h, w):
+        frames = np.stack([cv2.resize(np.ascontiguousarray(f), (w, h), interpolation=cv2.INTER_AREA) for f in frames])
+    return torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2).float().div(127.5).sub(1.0)
+
+
 class FrameClassifier(nn.Module):
     """frames (B, 3, H, W) in [-1, 1] -> logits of the characters, the place and the time of day."""
 
@@ -83,11 +91,7 @@ class FrameClassifier(nn.Module):
     # -- grading uint8 shots ----------------------------------------------------------------------
     def to_input(self, frames: np.ndarray) -> torch.Tensor:
         """uint8 (T, H, W, 3) of any size -> (T, 3, h, w) in [-1, 1] at the trained size."""
-        h, w = self.size
-        if frames.shape[1:3] != (h, w):
-            frames = np.stack([cv2.resize(np.ascontiguousarray(f), (w, h), interpolation=cv2.INTER_AREA)
-                               for f in frames])
-        return torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2).float().div(127.5).sub(1.0)
+        return frames_input(frames, self.size)
 
     @torch.no_grad()
     def read_shot(self, frames: np.ndarray, n_characters: int, batch: int = 32) -> dict[str, Any]:
