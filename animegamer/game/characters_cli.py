@@ -45,7 +45,8 @@ def _add(args: argparse.Namespace) -> int:
         print(f"understood: {', '.join(made.understood)}")
     if made.fit_note:
         print(f"note: {made.fit_note}")
-    print(f"reference picture: {book.reference_path(made.name)} (play them: animegamer play, new game with {made.name})")
+    print(f"reference sheet (how the world draws them): {book.reference_path(made.name)} (play them: animegamer play, "
+          f"new game with {made.name})")
     return 0
 
 
