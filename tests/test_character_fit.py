@@ -74,3 +74,14 @@ def test_a_picture_the_generator_cannot_draw_is_said_so(tmp_path):
     made = CharacterBook(tmp_path).add("Disc", image=tmp_path / "disc.png")
     assert made.posed and made.fit["error"] > 0.12 and "not much like the world's drawings" in made.fit_note
     assert CharacterBook(tmp_path).characters()["Disc"].fit_note == made.fit_note
+
+
+def test_a_hat_the_sheet_crops_stays_part_of_the_figure():
+    """A tall hat through the picture's top edge touches the border; only the border's common colours are
+    background, so the hat is not flooded away, and the fit reads it."""
+    true = held_out_characters(28)[27]  # a witch hat taller than the sheet
+    sheet = reference_sheet(true, 256)
+    alpha = figure_mask(sheet)
+    assert (alpha[0] > 0).any()  # the figure reaches the top edge
+    fit = fit_character(sheet, alpha, random_character(99, true.name))
+    assert [a.type for a in fit.spec.accessories] == ["witch_hat"] and fit.spec.hair_style == true.hair_style

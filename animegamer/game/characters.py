@@ -338,8 +338,12 @@ def figure_mask(picture: np.ndarray) -> np.ndarray:
     step = max(1, min(h, w) // 32)
     border = [(x, 0) for x in range(0, w, step)] + [(x, h - 1) for x in range(0, w, step)] + \
              [(0, y) for y in range(0, h, step)] + [(w - 1, y) for y in range(0, h, step)]
-    for x, y in border:
-        if not mask[y + 1, x + 1]:
+    # only the border's common colours are background: a figure the picture crops (a hat through the top
+    # edge) touches the border too, and flooding from it would take the figure for background
+    bins = [tuple(int(v) // 32 for v in img[y, x]) for x, y in border]
+    common = {b for b in set(bins) if bins.count(b) >= 0.1 * len(bins)}
+    for (x, y), b in zip(border, bins):
+        if b in common and not mask[y + 1, x + 1]:
             cv2.floodFill(img.copy(), mask, (x, y), (0, 0, 0), tol, tol,
                           4 | cv2.FLOODFILL_MASK_ONLY | cv2.FLOODFILL_FIXED_RANGE | (255 << 8))
     fg = (mask[1:-1, 1:-1] == 0).astype(np.uint8)
