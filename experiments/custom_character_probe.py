@@ -224,7 +224,8 @@ def main() -> None:
     torch.manual_seed(0)
     game = Game.load(a.model, store=Path("/tmp") / "animegamer-probe-store")
     ev = Evaluator.load(a.evaluator)
-    reid = CharacterReID.from_pretrained(Path(a.evaluator) / REID_DIR) if CharacterReID.find(a.evaluator) else None
+    reid_dir = Path(a.evaluator) / REID_DIR
+    reid = CharacterReID.from_pretrained(reid_dir) if reid_dir.is_dir() else None
     known = list(load_cast())[:8]
     held = held_out_characters(8)
     rows: list[np.ndarray] = []

@@ -21,6 +21,7 @@ docs/results/custom_characters.md measures how well: unseen characters are recog
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -142,7 +143,8 @@ def from_description(name: str, text: str, base: CharacterSpec | None = None) ->
             accessories.append({"type": kind, "color": COLOURS[colour] if colour else entry["outfit"]["accent"]})
             understood.append(" ".join(x for x in (colour, phrase) if x))
             rest = rest[:m.start()] + " " + rest[m.end():]
-    named = {a["type"] for a in accessories}  # what the player named, nothing they did not; besides what
+    # the accessories the player named (none they did not), and those read from their picture the words do not rename
+    named = {a["type"] for a in accessories}
     entry["accessories"] = [a for a in entry["accessories"] if base is not None and a["type"] not in named] + accessories
     entry["outfit_variants"] = []  # always dressed as described: no other outfit in another session
     if not understood:
@@ -226,9 +228,7 @@ class CharacterBook:
             (None, [])
         if fit is not None:
             if spec is None:
-                entry = character_entry(fit.spec)
-                spec = parse_cast({"characters": {name: {**entry, "description": describe(entry)}}},
-                                  f"the picture of {name}")[name]
+                spec = dataclasses.replace(fit.spec, description=describe(character_entry(fit.spec)))
             understood = [f"from the picture: {', '.join(fit.read)}"] + understood
         book = self._read()
         reference = Image.fromarray(reference_sheet(spec, 256))

@@ -22,7 +22,8 @@ from torch import nn
 from transformers import ResNetConfig, ResNetModel
 
 from animegamer.core.checkpoint import atomic_dir, load_json, load_safetensors, save_json_atomic, \
-    save_safetensors_atomic
+    save_safetensors_atomic, state_dict_to_dtype
+from animegamer.core.runs import resolve_component
 from animegamer.models.frame_classifier import PRESETS as BACKBONES
 from animegamer.models.frame_classifier import frames_input
 
@@ -58,22 +59,16 @@ class CharacterReID(nn.Module):
     def save_pretrained(self, directory: str | Path, dtype: torch.dtype | None = None) -> Path:
         meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "backbone": self.backbone_config,
                 "dim": self.dim, "size": list(self.size)}
-        sd = {k: (v.to(dtype) if dtype is not None and v.is_floating_point() else v).contiguous()
-              for k, v in self.state_dict().items()}
+        sd = {k: v.contiguous() for k, v in state_dict_to_dtype(self.state_dict(), dtype).items()}
         with atomic_dir(directory) as tmp:
             save_safetensors_atomic(sd, tmp / WEIGHTS_NAME)
             save_json_atomic(meta, tmp / CONFIG_NAME)
         return Path(directory)
 
     @classmethod
-    def from_pretrained(cls, directory: str | Path) -> CharacterReID:
-        directory = Path(directory)
-        if not (directory / CONFIG_NAME).is_file():
-            found = cls.find(directory)
-            if found is None:
-                raise FileNotFoundError(f"{directory}: no character re-identification network ({CONFIG_NAME} + "
-                                        f"{WEIGHTS_NAME}, or a `train reid` run's final/{REID_DIR})")
-            directory = found
+    def from_pretrained(cls, path: str | Path) -> CharacterReID:
+        """From its directory, an evaluator directory beside it, or a `train reid` run (its final/)."""
+        directory = resolve_component(path, CONFIG_NAME, REID_DIR)
         meta = load_json(directory / CONFIG_NAME)
         if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
             raise ValueError(f"{directory}: expected {FORMAT} v{FORMAT_VERSION}, found "
@@ -81,12 +76,3 @@ class CharacterReID(nn.Module):
         model = cls(meta["backbone"], meta["dim"], tuple(meta["size"]))
         model.load_state_dict({k: v.float() for k, v in load_safetensors(directory / WEIGHTS_NAME).items()})
         return model.eval().requires_grad_(False)
-
-    @staticmethod
-    def find(root: str | Path) -> Path | None:
-        """The network's dir in an evaluator dir, a `train reid` run dir or its final/."""
-        root = Path(root)
-        for p in (root, root / REID_DIR, root / "final" / REID_DIR):
-            if (p / CONFIG_NAME).is_file() and (p / WEIGHTS_NAME).is_file():
-                return p
-        return None

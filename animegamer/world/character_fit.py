@@ -36,7 +36,7 @@ from animegamer.world.pose import Pose
 
 NORM = 64  # the figure is compared at this height (pixels), centred in a NORM x NORM square
 RENDER = 160  # candidates are drawn on a canvas of this size (twice over, then halved)
-SUPERSAMPLE = 2  # drawn at twice the size, then halved, as the reference sheet is (its edges then match)
+SUPERSAMPLE = 2  # drawn at twice the size, then halved, as the reference sheet is (so its edges match)
 SHEET = 96  # a picture laid out as a reference sheet is compared whole at this size
 KEY = (255, 0, 255)  # the background candidates are drawn on: no generated colour is this saturated magenta
 # key colours for reading colours: far apart in every channel pair, none near KEY, and neither a key's
@@ -60,17 +60,18 @@ class Fit:
     spec: CharacterSpec
     error: float  # the fitted render against the picture: mean cost per pixel of either silhouette (0 = equal)
     read: list[str]  # what was read from the picture, in words
-    renders: int
     seconds: float
 
 
-def _draw(spec: CharacterSpec, size: int, background: RGB = KEY) -> np.ndarray:
-    """``spec`` drawn as the reference sheet draws it (twice over, then halved), on ``background``."""
+def _draw(spec: CharacterSpec, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """``spec`` drawn as the reference sheet draws it (twice over, then halved) on a KEY background:
+    the picture (size, size, 3) uint8 and where the figure is (bool)."""
     w = size * SUPERSAMPLE
     img = np.empty((w, w, 3), np.uint8)
-    img[:] = background
+    img[:] = KEY
     draw_character(img, spec, default_look(spec), PORTRAIT_POSE, w / 2, w * SHEET_FEET, w * SHEET_SCALE)
-    return img if SUPERSAMPLE == 1 else cv2.resize(img, (size, size), interpolation=cv2.INTER_AREA)
+    img = cv2.resize(img, (size, size), interpolation=cv2.INTER_AREA)
+    return img, np.abs(img.astype(np.int16) - np.array(KEY, np.int16)).sum(-1) > 60
 
 
 def normalise(rgb: np.ndarray, alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -120,13 +121,10 @@ class _Target:
                          > 0.5).astype(np.float32)
         else:
             self.rgb, self.mask = normalise(picture, alpha)
-        self.renders = 0
 
     def render(self, spec: CharacterSpec) -> tuple[np.ndarray, np.ndarray]:
         """The candidate drawn and normalised like the picture: float32 (rgb, mask)."""
-        img = _draw(spec, SHEET if self.sheet else RENDER)
-        self.renders += 1
-        fg = np.abs(img.astype(np.int16) - np.array(KEY, np.int16)).sum(-1) > 60
+        img, fg = _draw(spec, SHEET if self.sheet else RENDER)
         if self.sheet:
             return img.astype(np.float32), fg.astype(np.float32)
         return normalise(img, fg.astype(np.uint8) * 255)
@@ -188,8 +186,7 @@ def _exact_height(alpha: np.ndarray, spec: CharacterSpec) -> float:
     if ys.min() <= 0:
         return spec.height
     size = alpha.shape[0]
-    unit = np.abs(_draw(dataclasses.replace(spec, height=1.0), size).astype(np.int16) -
-                  np.array(KEY, np.int16)).sum(-1) > 60
+    _, unit = _draw(dataclasses.replace(spec, height=1.0), size)
     rows = np.nonzero(unit.any(1))[0]
     if rows.min() <= 0:
         return spec.height
@@ -199,8 +196,8 @@ def _exact_height(alpha: np.ndarray, spec: CharacterSpec) -> float:
 
 def fit_character(picture: np.ndarray, alpha: np.ndarray, start: CharacterSpec, rounds: int = 3) -> Fit:
     """The generator's parameters that best redraw the figure of ``picture`` (uint8 RGB) that ``alpha``
-    (uint8, 255 = the figure) marks, starting from ``start`` (its name, pronoun and outfit variants are
-    kept; its height too, unless the picture is laid out as a reference sheet, which shows it)."""
+    (uint8, 255 = the figure) marks, starting from ``start`` (its name and pronoun are kept, its height too
+    unless the picture is laid out as a reference sheet, which shows it; it gets no outfit variants)."""
     t0 = time.perf_counter()
     t = _Target(picture, alpha)
 
@@ -262,4 +259,4 @@ def fit_character(picture: np.ndarray, alpha: np.ndarray, start: CharacterSpec, 
         spec = dataclasses.replace(spec, height=_exact_height(alpha, spec))
     read = [f"{spec.hair_style.replace('_', ' ')} hair", spec.outfit_type.replace("_", " ")] + \
         [a.type.replace("_", " ") for a in spec.accessories]
-    return Fit(spec, best, read, t.renders, time.perf_counter() - t0)
+    return Fit(spec, best, read, time.perf_counter() - t0)
