@@ -18,7 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("animegamer.game.cli", "the game as an HTTP JSON API (docs at /docs)"),
     "characters": ("animegamer.game.characters_cli", "your own characters: add one from a description, list, remove"),
     "sessions": ("animegamer.game.sessions_cli", "saved games: list, delete, export"),
-    "model": ("animegamer.game.cli", "model directories: pack training runs into a playable model"),
+    "model": ("animegamer.game.model_cli", "model directories: pack training runs into a playable model"),
     "world": ("animegamer.world.cli", "the synthetic anime world: render datasets, preview, catalogue"),
     "ingest": ("animegamer.ingest.cli", "your own animation files -> a training set (cuts, clips, motion levels)"),
     "annotate": ("animegamer.ingest.annotate_cli", "a local vision-language model annotates ingested clips"),

@@ -158,7 +158,7 @@ def test_predicted_s_a_replaces_action_encoder_in_the_loss():
 
 
 def test_pack_makes_a_playable_fp16_model(runs, tmp_path):
-    from animegamer.game.cli import register
+    from animegamer.game.model_cli import register
     from animegamer.game.session import Game
     from animegamer.core.checkpoint import load_safetensors
 
@@ -348,7 +348,7 @@ def test_calibrate_levels_measures_each_levels_candidates_and_feeds_pack(runs, t
     bad = sweep(tmp_path / "lm_cal", "1:5", "x.json", "--knob", "motion-scale")
     with pytest.raises(SystemExit, match="motion scales in \\[0, 4\\]"):
         bad.func(bad)
-    from animegamer.game.cli import register as register_game
+    from animegamer.game.model_cli import register as register_game
 
     game_parser = argparse.ArgumentParser()
     register_game(game_parser.add_subparsers(dest="command"))

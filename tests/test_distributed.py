@@ -12,22 +12,26 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from accelerate.commands.config.config_args import load_config_from_file
 from accelerate.commands.launch import _validate_launch_command, launch_command_parser
 from accelerate.utils import FullyShardedDataParallelPlugin
 from accelerate.utils.launch import prepare_multi_gpu_env
 
+from animegamer.core.checkpoint import load_safetensors
+from animegamer.decoder.pipeline import ShotDecoder
 from animegamer.training.loop import read_log
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY = ROOT / "tests" / "helpers" / "distributed_toy.py"
+FSDP_ON_CPU = ROOT / "tests" / "helpers" / "fsdp_on_cpu.py"
 TORCHRUN = Path(sys.executable).parent / "torchrun"
 
 
-def launch(processes: int, *args: str, module: bool = False, timeout: int = 240) -> None:
+def launch(processes: int, *args: str, module: bool = False, timeout: int = 240, env: dict | None = None) -> None:
     cmd = [str(TORCHRUN), "--nproc_per_node", str(processes), "--master_port", str(29500 + os.getpid() % 1000)]
     cmd += ["-m", *args] if module else [*args]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "1", **(env or {})}
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
@@ -98,3 +102,35 @@ def test_shipped_launch_configs_load(name, kind):
                     m.setenv(k, v)
             plugin = FullyShardedDataParallelPlugin()
         assert plugin.fsdp_version == 2 and plugin.state_dict_type.name == "SHARDED_STATE_DICT"
+
+
+def test_a_phase_trains_and_resumes_under_the_shipped_fsdp_config(tmp_path):
+    """The decoder (both its stages) on 2 processes with configs/accelerate/fsdp.yaml's FSDP 2 settings,
+    on CPU through tests/helpers/fsdp_on_cpu.py: the run is sharded, checkpoints through Accelerate,
+    resumes bit for bit, and ends where plain data parallel ends."""
+    env = {k: v for k, v in prepare_multi_gpu_env(_launch_args(CONFIGS / "fsdp.yaml")).items()
+           if k.startswith("FSDP_") or k == "ACCELERATE_USE_FSDP"}
+    launch(1, "animegamer", "world", "render", "--sessions", "8", "--turns", "2", "--height", "48", "--width", "72",
+           "--workers", "1", "--seed", "5", "--out", str(tmp_path / "w"), module=True)
+    launch(1, "animegamer", "train", "vae", "--preset", "tiny", "--data", str(tmp_path / "w"), "--out",
+           str(tmp_path / "vae"), "--steps", "3", "--batch-size", "2", "--no-progress", module=True)
+    decoder = [str(FSDP_ON_CPU), "train", "decoder", "--preset", "tiny", "--data", str(tmp_path / "w"), "--vae",
+               str(tmp_path / "vae"), "--batch-size", "2", "--samples", "0", "--eval-shots", "2", "--no-progress",
+               "--save-every", "2", "--log-every", "1", "--visual-reference", "latent", "--reference-patch", "4"]
+    launch(2, *decoder, "--out", str(tmp_path / "fsdp"), "--steps", "4", env=env)
+    launch(2, *decoder, "--out", str(tmp_path / "resumed"), "--steps", "2", env=env)
+    launch(2, *decoder, "--out", str(tmp_path / "resumed"), "--steps", "4", "--resume", env=env)
+    launch(2, *decoder, "--out", str(tmp_path / "ddp"), "--steps", "4")
+    for stage in ("warmup", "joint"):
+        run = json.loads((tmp_path / "fsdp" / stage / "run_config.json").read_text())["launch"]
+        assert run["distributed_type"] == "FSDP" and run["processes"] == 2
+        assert (tmp_path / "fsdp" / stage / "checkpoints" / "step_00000004" / "accelerate").is_dir()
+    assert json.loads((tmp_path / "ddp" / "joint" / "run_config.json").read_text())["launch"]["distributed_type"] \
+        == "MULTI_CPU"
+    assert losses(tmp_path / "resumed" / "joint") == losses(tmp_path / "fsdp" / "joint")
+    weights = {name: load_safetensors(tmp_path / name / "joint" / "final" / "model.safetensors")
+               for name in ("fsdp", "resumed", "ddp")}
+    assert all(torch.equal(weights["fsdp"][k], weights["resumed"][k]) for k in weights["fsdp"])
+    assert weights["fsdp"].keys() == weights["ddp"].keys()
+    assert all(torch.allclose(weights["fsdp"][k], weights["ddp"][k], atol=1e-4) for k in weights["fsdp"])
+    ShotDecoder.from_pretrained(tmp_path / "fsdp" / "joint" / "final" / "shot_decoder")  # the export is whole

@@ -131,9 +131,12 @@ def test_paper_recipe_trains_packs_and_plays(parts, tmp_path):
     runs = tmp_path / "runs"
     assert json.loads((runs / "decoder" / "joint" / "final" / "shot_decoder" / "shot_decoder.json").read_text()
                       )["decoder"]["num_layers"] == 2  # the CogVideoX checkpoint's depth
-    mem = json.loads((runs / "engine" / "run_config.json").read_text())["memory"]
+    engine_run = json.loads((runs / "engine" / "run_config.json").read_text())
+    mem = engine_run["memory"]
     assert mem["frozen_bytes"] < 4 * mem["frozen_params"]  # the frozen backbone trained in bf16
-    game = Game.load(runs / "model", store=tmp_path / "saves")
+    here = "cuda" if torch.cuda.is_available() else "cpu"  # every phase trains on a GPU where there is one
+    assert engine_run["launch"]["device"].startswith(here)
+    game = Game.load(runs / "model", store=tmp_path / "saves", device="auto")  # and the model plays there
     backbone = game.engine.backbone
     assert backbone.embed_tokens.weight.dtype == torch.bfloat16  # held in bf16 in play too
     assert all(p.dtype == torch.float32 for n, p in backbone.named_parameters() if "lora_" in n)

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from animegamer.core import checkpoint as ckpt_mod
+from animegamer.core.devices import DeviceError
 from animegamer.training.loop import TrainConfig, latest_checkpoint, read_log, train
 
 torch.set_num_threads(1)
@@ -123,6 +124,32 @@ def test_exact_resume(tmp_path):
     fc = ckpt_mod.load_safetensors(c / "final" / "model.safetensors")
     assert fa.keys() == fc.keys() and all(torch.equal(fa[k], fc[k]) for k in fa)
     assert not any(k.startswith("frozen") for k in fa)  # frozen params are not checkpointed
+
+
+def test_a_resume_that_extends_the_run_follows_the_longer_schedule(tmp_path):
+    """6 steps, then resumed to 12: from step 7 on, the learning rates of a straight 12-step run."""
+    straight, extended = tmp_path / "straight", tmp_path / "extended"
+    train(make(), Data(), None, cfg(), straight)
+    train(make(), Data(), None, cfg(steps=6), extended)
+    train(make(), Data(), None, cfg(), extended, resume=True)
+    a = [(r["step"], r["lr"]) for r in read_log(straight)]
+    b = [(r["step"], r["lr"]) for r in read_log(extended)]
+    assert [s for s, _ in b] == list(range(1, 13))
+    assert b[6:] == a[6:]  # the checkpoint's rate came from the 6-step schedule; the next update's does not
+    assert b[5][1] < a[5][1]  # (the short run had decayed further by its end)
+
+
+def test_the_run_trains_where_it_is_told(tmp_path):
+    """device="cpu" stays on the CPU even where there is a GPU; "cuda" without one is a clear error."""
+    train(make(), Data(), None, cfg(steps=2, device="cpu"), tmp_path / "cpu")
+    launch = json.loads((tmp_path / "cpu" / "run_config.json").read_text())["launch"]
+    assert launch["device"] == "cpu" and launch["processes"] == 1
+    with pytest.raises(ValueError, match="TrainConfig.device must be 'auto' or 'cpu' or 'cuda'"):
+        cfg(device="tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(DeviceError, match="no CUDA GPU"):
+            train(make(), Data(), None, cfg(steps=2, device="cuda"), tmp_path / "cuda")
+        assert not (tmp_path / "cuda").exists()  # nothing written
 
 
 def test_crash_mid_save_keeps_previous_checkpoint(tmp_path, monkeypatch):

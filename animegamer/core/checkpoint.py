@@ -17,6 +17,7 @@ from typing import Any, Iterator
 
 import torch
 from safetensors.torch import load_file, save_file
+from torch.distributed.tensor import DTensor
 
 from animegamer.core.atomic_io import _UMASK, TMP_PREFIX, atomic_write_path, fsync_dir
 
@@ -28,11 +29,12 @@ def save_safetensors_atomic(tensors: dict[str, torch.Tensor], path: str | Path,
     """Write `tensors` to `path` as safetensors atomically.
 
     Tensors are made contiguous and moved to CPU; tensors sharing storage (tied weights) are
-    cloned, since safetensors refuses shared memory.
+    cloned, since safetensors refuses shared memory. Sharded tensors (FSDP's DTensors) are gathered
+    whole first, which is collective: under FSDP every rank must make the same call.
     """
     seen: set[int] = set()
     flat: dict[str, torch.Tensor] = {}
-    for key, value in tensors.items():
+    for key, value in gathered(tensors).items():
         t = value.detach().to("cpu")
         ptr = t.untyped_storage().data_ptr() if t.numel() else -1
         if ptr in seen or not t.is_contiguous():
@@ -42,6 +44,12 @@ def save_safetensors_atomic(tensors: dict[str, torch.Tensor], path: str | Path,
         flat[key] = t
     meta = {"format_version": str(FORMAT_VERSION), **(metadata or {})}
     return atomic_write_path(Path(path), lambda tmp: save_file(flat, tmp, metadata=meta))
+
+
+def gathered(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The same tensors with every sharded one (a DTensor, as FSDP 2 holds parameters) gathered whole.
+    Collective when any is sharded: every rank of the group must call it with the same keys."""
+    return {k: (v.full_tensor() if isinstance(v, DTensor) else v) for k, v in tensors.items()}
 
 
 def load_safetensors(path: str | Path, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:

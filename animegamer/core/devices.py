@@ -13,6 +13,7 @@ import torch
 from animegamer.core.errors import UserFacingError
 
 PRECISIONS = ("fp32", "bf16")
+QUANTIZE = ("8bit", "4bit")
 
 
 class DeviceError(ValueError, UserFacingError):
@@ -45,8 +46,13 @@ def check_precision(precision: str | None) -> str | None:
     return precision
 
 
-def add_device_arguments(parser: argparse.ArgumentParser) -> None:
-    """--device and --precision, the same for every command that plays the models."""
+def add_device_arguments(parser: argparse.ArgumentParser, quantize: bool = False) -> None:
+    """--device and --precision, the same for every command that plays the models; with ``quantize``
+    also --quantize (a local engine backbone loaded in 8 or 4 bits)."""
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: %(default)s)")
     parser.add_argument("--precision", default=None, choices=PRECISIONS,
                         help="fp32, or bf16 autocast (default: as the model was saved)")
+    if quantize:
+        parser.add_argument("--quantize", default=None, choices=QUANTIZE,
+                            help="load the engine's local (paper) backbone quantized by bitsandbytes "
+                                 "(default: as it was trained)")

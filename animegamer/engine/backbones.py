@@ -36,10 +36,11 @@ from typing import Protocol
 import platformdirs
 import torch
 from torch import nn
-from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig, LlamaConfig, LlamaForCausalLM
 
 BACKBONE_CACHE_VERSION = 1
 PAPER_PATH_ENV = "ANIMEGAMER_PAPER_LLM"
+QUANTIZE = (None, "8bit", "4bit")
 CACHE_ENV = "ANIMEGAMER_CACHE"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -97,12 +98,20 @@ class BackboneSpec:
     # the frozen weights' dtype: a 7B backbone in bfloat16 holds 14.5 GB instead of 29 (its LoRA adapters
     # and the engine's own parts stay float32)
     dtype: str = "float32"
+    # a local backbone's frozen weights quantized by bitsandbytes as they load: "8bit" (LLM.int8) or
+    # "4bit" (NF4, double quantization; LoRA on top is QLoRA). 7B: about 7.5 GB or 4 GB instead of 14.5.
+    quantize: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in ("random", "smollm2", "local"):
             raise ValueError(f"BackboneSpec.kind must be random|smollm2|local, got {self.kind!r}")
         if self.dtype not in ("float32", "bfloat16", "float16"):
             raise ValueError(f"BackboneSpec.dtype must be float32|bfloat16|float16, got {self.dtype!r}")
+        if self.quantize not in QUANTIZE:
+            raise ValueError(f"BackboneSpec.quantize must be one of {QUANTIZE}, got {self.quantize!r}")
+        if self.quantize and self.kind != "local":
+            raise ValueError(f"--quantize is for a local backbone (--preset paper --llm-path DIR); the {self.name!r} "
+                             f"backbone is small enough to load whole")
         if self.kind == "random" and self.hidden_size % self.num_heads:
             raise ValueError(f"BackboneSpec.hidden_size ({self.hidden_size}) must divide by num_heads ({self.num_heads})")
 
@@ -114,13 +123,25 @@ BACKBONES: dict[str, BackboneSpec] = {
 }
 
 
-def get_spec(name: str, path: str | None = None) -> BackboneSpec:
+def get_spec(name: str, path: str | None = None, quantize: str | None = None) -> BackboneSpec:
     if name not in BACKBONES:
         raise ValueError(f"unknown backbone {name!r}; choose one of {sorted(BACKBONES)}")
     spec = BACKBONES[name]
-    if path is not None:
-        spec = BackboneSpec(**{**asdict(spec), "path": str(path)})
+    if path is not None or quantize is not None:
+        spec = BackboneSpec(**{**asdict(spec), "path": str(path) if path is not None else spec.path,
+                               "quantize": quantize})
     return spec
+
+
+def quantization_config(spec: BackboneSpec) -> BitsAndBytesConfig:
+    """bitsandbytes' settings for ``spec.quantize``; a clear error where bitsandbytes is not installed."""
+    if importlib.util.find_spec("bitsandbytes") is None:
+        raise ModuleNotFoundError(f"--quantize {spec.quantize} loads the backbone through bitsandbytes, which is not "
+                                  f"installed: pip install bitsandbytes")
+    if spec.quantize == "8bit":
+        return BitsAndBytesConfig(load_in_8bit=True)
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                              bnb_4bit_compute_dtype=getattr(torch, spec.dtype))
 
 
 def cache_root() -> Path:
@@ -224,9 +245,13 @@ def load_causal_lm(spec: BackboneSpec | str, attn_implementation: str = "sdpa") 
                 f"the {spec.name!r} backbone loads a local checkpoint directory (e.g. Mistral-7B-Instruct): "
                 f"pass --llm-path or set {PAPER_PATH_ENV}; got {path!r}"
             )
+        quantized = {}
+        if spec.quantize:  # quantized layers are made where they run: bitsandbytes does not move them afterwards
+            quantized = {"quantization_config": quantization_config(spec),
+                         "device_map": {"": "cuda" if torch.cuda.is_available() else "cpu"}}
         model = AutoModelForCausalLM.from_pretrained(
-            path, dtype=getattr(torch, spec.dtype), attn_implementation=attn_implementation, local_files_only=True
-        )
+            path, dtype=getattr(torch, spec.dtype), attn_implementation=attn_implementation, local_files_only=True,
+            **quantized)
         tok = HFTokenizer(AutoTokenizer.from_pretrained(path, local_files_only=True))
     model.eval()
     for p in model.parameters():

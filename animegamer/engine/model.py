@@ -60,6 +60,7 @@ LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", 
 class EngineConfig:
     backbone: str = "tiny"  # tiny | default | paper (backbones.BACKBONES)
     backbone_path: str | None = None  # local checkpoint dir for "paper"
+    backbone_quantize: str | None = None  # None | "8bit" | "4bit": the local backbone's base weights (backbones.py)
     rep_tokens: int = 8  # N: tokens of s_a
     rep_dim: int = 16  # D: width of s_a (the decoder's condition width)
     lora_rank: int = 8
@@ -166,7 +167,7 @@ class GameEngine(nn.Module):
 
         self.cfg = cfg
         lm, tok = backbone if backbone is not None else load_causal_lm(
-            get_spec(cfg.backbone, cfg.backbone_path), cfg.attn_implementation)
+            get_spec(cfg.backbone, cfg.backbone_path, cfg.backbone_quantize), cfg.attn_implementation)
         self.backbone = lm.model  # the transformer without its LM head: values use tied new-token scoring
         for p in self.backbone.parameters():
             p.requires_grad_(False)

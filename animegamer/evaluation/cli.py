@@ -91,7 +91,7 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
     b.add_argument("--no-kv-off", action="store_true", help="skip the rows without KV reuse")
     b.add_argument("--out", default=None, metavar="FILE.json", help="also write the result as JSON")
     b.add_argument("--json", action="store_true", help="print JSON instead of the table")
-    add_device_arguments(b)
+    add_device_arguments(b, quantize=True)
     b.set_defaults(func=_bench)
 
 
@@ -124,7 +124,8 @@ def _bench(args: argparse.Namespace) -> int:
     except ValueError:
         raise ValueError(f"--windows takes comma-separated integers, e.g. 1,5; got {args.windows!r}") from None
     result = bench_game(args.model, turns=args.turns, windows=windows, threads=args.threads,
-                        kv=(True,) if args.no_kv_off else (True, False), device=args.device, precision=args.precision)
+                        kv=(True,) if args.no_kv_off else (True, False), device=args.device, precision=args.precision,
+                        quantize=args.quantize)
     if args.out:
         write_json(args.out, result)
     print(json.dumps(result, indent=1) if args.json else format_table(result))

@@ -1,19 +1,14 @@
-"""`animegamer play` (web UI, --terminal or --script), `animegamer serve` (HTTP API) and `animegamer model pack`."""
+"""`animegamer play` (web UI, --terminal or --script) and `animegamer serve` (HTTP API)."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
-from pathlib import Path
 
 import torch
 import uvicorn
 
 from animegamer.core.devices import add_device_arguments
-from animegamer.core.runs import resolve_autoencoder
-from animegamer.decoder.sampler import add_sampler_arguments, sampler_overrides
 from animegamer.game.api import ServeConfig, check_exposure, create_app
-from animegamer.game.pack import model_bytes, pack_model
 from animegamer.game.script import play_script, read_script
 from animegamer.game.session import Game, GameInputError
 from animegamer.game.terminal import run_terminal
@@ -42,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
     play.add_argument("--seed", type=int, default=None, help="with --script: the game's seed (same seed, same game)")
     play.add_argument("--stop-on-error", action="store_true",
                       help="with --script: stop at the first line the game refuses (default: report it, go on)")
-    add_device_arguments(play)
+    add_device_arguments(play, quantize=True)
     play.set_defaults(func=_play)
 
     serve = subparsers.add_parser(
@@ -63,51 +58,8 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
     serve.add_argument("--max-queue", type=int, default=ServeConfig.max_queue,
                        help="turns that may wait beyond those; more get 429 (default: %(default)s)")
     serve.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    add_device_arguments(serve)
+    add_device_arguments(serve, quantize=True)
     serve.set_defaults(func=_serve)
-
-    model = subparsers.add_parser("model", help="model directories: pack training runs into a playable model")
-    msub = model.add_subparsers(dest="action", metavar="ACTION")
-    msub.required = True
-    pk = msub.add_parser("pack", help="engine run + decoder (or adapt) run -> a model directory Game.load reads")
-    pk.add_argument("--engine", required=True, help="`train engine` run dir (or its final/)")
-    pk.add_argument("--decoder", required=True, help="`train adapt` or `train decoder` run dir (or shot_decoder/)")
-    pk.add_argument("--out", required=True, help="model directory to write (replaced atomically)")
-    pk.add_argument("--fp32", action="store_true", help="keep fp32 weights (default: fp16, half the size)")
-    add_sampler_arguments(pk, default="the decoder run's")
-    pk.add_argument("--autoencoder", default=None, metavar="AE",
-                    help="decode with this autoencoder instead of the decoder's own: a decoder-only fine-tune of it "
-                         "(`train vae --init ... --decoder-only`; a run dir, its final/ or the autoencoder/ dir)")
-    pk.add_argument("--anchors", default=None, nargs="+", metavar="DATA",
-                    help="build the visual anchors the game draws from (decoder/anchors.py) from the first frames of "
-                         "these world datasets' train shots (the model's own training worlds)")
-    pk.add_argument("--anchor-limit", type=int, default=None, metavar="N", help="at most N anchor shots (default: all)")
-    pk.add_argument("--anchors-per-scene", type=int, default=None, metavar="N",
-                    help="at most N anchor shots of each (characters, place, time) (default: all)")
-    pk.add_argument("--no-anchors", action="store_true",
-                    help="drop the decoder's visual anchors: the game draws the engine's visual tokens (the paper)")
-    pk.add_argument("--provenance", default=None, metavar="JSON",
-                    help="a JSON file (e.g. the training commands and data seeds) copied into model.json")
-    pk.set_defaults(func=_pack)
-
-
-def _pack(args: argparse.Namespace) -> int:
-    try:
-        sampler = sampler_overrides(args)
-    except ValueError as e:
-        raise SystemExit(f"model pack: {e}") from None
-    prov = json.loads(Path(args.provenance).read_text()) if args.provenance else None
-    autoencoder = resolve_autoencoder(args.autoencoder) if args.autoencoder else None
-    if args.anchors and args.no_anchors:
-        raise SystemExit("model pack: --anchors and --no-anchors exclude each other")
-    try:
-        out = pack_model(args.engine, args.decoder, args.out, fp16=not args.fp32, provenance=prov, sampler=sampler,
-                         autoencoder=autoencoder, anchors=False if args.no_anchors else args.anchors,
-                         anchor_limit=args.anchor_limit, anchors_per_scene=args.anchors_per_scene)
-    except (ValueError, FileNotFoundError) as e:
-        raise SystemExit(f"model pack: {e}") from None
-    print(f"model written to {out} ({model_bytes(out) / 1e6:.1f} MB)")
-    return 0
 
 
 def _play(args: argparse.Namespace) -> int:
@@ -121,7 +73,8 @@ def _play(args: argparse.Namespace) -> int:
             lines = read_script(args.script)  # a bad file fails before the model loads
         except GameInputError as e:
             raise SystemExit(f"play: {e}") from None
-        game = Game.load(args.model, store=args.store, device=args.device, precision=args.precision)
+        game = Game.load(args.model, store=args.store, device=args.device, precision=args.precision,
+                     quantize=args.quantize)
         try:
             result = play_script(game, args.script, characters=args.characters, out=args.out, seed=args.seed,
                                  stop_on_error=args.stop_on_error)
@@ -130,7 +83,8 @@ def _play(args: argparse.Namespace) -> int:
         print(f"played {len(result.turns)} of {len(lines)} lines; {len(result.errors)} refused "
               f"(the game is saved: play --terminal --open {result.session.id})")
         return 1 if result.errors else 0
-    game = Game.load(args.model, store=args.store, device=args.device, precision=args.precision)
+    game = Game.load(args.model, store=args.store, device=args.device, precision=args.precision,
+                     quantize=args.quantize)
     if args.terminal:
         return run_terminal(game, open_id=args.open_id, characters=args.characters)
 
@@ -143,7 +97,8 @@ def _serve(args: argparse.Namespace) -> int:
     check_exposure(args.host, config)  # before the model loads
     if args.threads:
         torch.set_num_threads(args.threads)
-    game = Game.load(args.model, store=args.store, device=args.device, precision=args.precision)
+    game = Game.load(args.model, store=args.store, device=args.device, precision=args.precision,
+                     quantize=args.quantize)
     print(f"AnimeGamer API on http://{args.host}:{args.port} (docs: /docs; saved games: {game.store.root})")
     uvicorn.run(create_app(game, config), host=args.host, port=args.port, log_level="info")
     return 0

@@ -294,10 +294,11 @@ class Game:
     @classmethod
     def load(cls, path: str | Path | None = None, store: SessionStore | str | Path | None = None,
              merge_lora: bool = True, device: str | torch.device = "cpu", precision: str | None = None,
-             **kw: Any) -> Game:
+             quantize: str | None = None, **kw: Any) -> Game:
         """Models from ``path`` (default: the shipped ``animegamer/weights/default``) holding
         ``engine/`` (save_engine) and ``shot_decoder/`` (ShotDecoder.save_pretrained), on ``device``
-        ("cpu", "cuda", "cuda:N", "auto") at ``precision`` ("fp32", "bf16" autocast, None: as saved)."""
+        ("cpu", "cuda", "cuda:N", "auto") at ``precision`` ("fp32", "bf16" autocast, None: as saved).
+        ``quantize`` ("8bit", "4bit"; None: as trained) loads a local (paper) engine backbone quantized."""
         dev, precision = resolve_device(device), check_precision(precision)
         root = Path(path).expanduser() if path is not None else DEFAULT_WEIGHTS
         missing = [f for f in ENGINE_FILES + DECODER_FILES if not (root / f).exists()]
@@ -308,9 +309,11 @@ class Game:
                 "`animegamer train decoder` or `animegamer train adapt`, its final/ directory); copy or link "
                 "both there, or pass another directory with --model PATH")
 
-        engine = load_engine(root / "engine")
-        if merge_lora:
-            engine.merge_lora(True)  # play only: folds the adapters in (faster per turn)
+        engine = load_engine(root / "engine", **({"backbone_quantize": quantize} if quantize else {}))
+        # play only: fold the adapters in (faster per turn). Not into quantized weights: that would
+        # dequantize and requantize them, a rounding the adapters were not trained with.
+        if merge_lora and not engine.cfg.backbone_quantize:
+            engine.merge_lora(True)
         engine = engine.to(dev)
         decoder = ShotDecoder.from_pretrained(root / "shot_decoder", device=dev)
         if precision is not None:
@@ -320,7 +323,9 @@ class Game:
         if info.get("cast") and "cast" not in kw:  # a model fine-tuned on films plays their characters
             kw["cast"] = list(info["cast"])
         return cls(engine, decoder, store, model_info={"path": str(root), "device": str(dev),
-                                                       "precision": precision or "as saved"}, **kw)
+                                                       "precision": precision or "as saved",
+                                                       **({"quantize": q} if (q := engine.cfg.backbone_quantize)
+                                                          else {})}, **kw)
 
     # ------------------------------------------------------------------------- the player's characters
     def add_character(self, name: str, description: str | None = None,

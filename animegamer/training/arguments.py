@@ -9,7 +9,7 @@ import dataclasses
 
 import torch
 
-from animegamer.training.loop import TrainConfig
+from animegamer.training.loop import TRAIN_DEVICES, TrainConfig
 
 # command-line flag -> TrainConfig field (all default to None = "take the preset's value")
 _TRAIN_FLAGS = {
@@ -19,6 +19,7 @@ _TRAIN_FLAGS = {
     "--ema-decay": ("ema_decay", float), "--mixed-precision": ("mixed_precision", str),
     "--log-every": ("log_every", int), "--save-every": ("save_every", int),
     "--keep-checkpoints": ("keep_checkpoints", int), "--seed": ("seed", int), "--num-workers": ("num_workers", int),
+    "--device": ("device", str),
 }
 
 
@@ -40,6 +41,9 @@ def add_train_arguments(parser: argparse.ArgumentParser, presets: list[str], dat
             kw.update(choices=["cosine", "linear", "constant"], metavar=None)
         if field == "mixed_precision":
             kw.update(choices=["no", "bf16"], metavar=None)
+        if field == "device":
+            kw.update(choices=list(TRAIN_DEVICES), metavar=None,
+                      help="auto (a GPU where there is one), cpu, or cuda (CUDA_VISIBLE_DEVICES picks which)")
         g.add_argument(flag, dest=f"train_{field}", **kw)
     g.add_argument("--gradient-checkpointing", dest="train_gradient_checkpointing", action="store_true", default=None,
                    help="recompute activations in the backward pass (less memory, about a third more compute)")

@@ -34,6 +34,7 @@ import json
 import math
 import random
 import shutil
+import tempfile
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -46,6 +47,7 @@ import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState
 from torch import nn
+from torch.distributed.tensor import DTensor, distribute_tensor
 from tqdm.auto import tqdm
 
 from animegamer.core.checkpoint import (
@@ -53,12 +55,14 @@ from animegamer.core.checkpoint import (
     TMP_PREFIX,
     atomic_dir,
     commit_dir,
+    gathered,
     load_json,
     load_safetensors,
     remove_stale_temps,
     save_json_atomic,
     save_safetensors_atomic,
 )
+from animegamer.core.devices import DeviceError
 from animegamer.training.memory import enable_gradient_checkpointing, memory_estimate
 
 CHECKPOINT_DIR = "checkpoints"
@@ -81,6 +85,9 @@ class TrainableModule(Protocol):
     def forward(self, batch: Any) -> tuple[torch.Tensor, dict[str, float]]: ...
 
 
+TRAIN_DEVICES = ("auto", "cpu", "cuda")
+
+
 @dataclass
 class TrainConfig:
     steps: int = 1000  # total optimiser steps (a resumed run continues up to this)
@@ -94,6 +101,9 @@ class TrainConfig:
     grad_clip: float = 1.0  # max grad norm; 0 = off
     ema_decay: float = 0.0  # 0 = off; e.g. 0.999
     mixed_precision: str = "no"  # "no" | "bf16" (autocast; weights and optimizer stay fp32)
+    # "auto": what Accelerate finds (each process's GPU under a launcher, else the one GPU, else the CPU);
+    # "cpu" even where there is a GPU; "cuda" a GPU or a clear error (CUDA_VISIBLE_DEVICES picks which)
+    device: str = "auto"
     log_every: int = 10
     save_every: int = 500  # 0 = only at the end
     keep_checkpoints: int = 2
@@ -131,6 +141,8 @@ class TrainConfig:
             raise bad("ema_decay", "in [0, 1) (0 = off)")
         if self.mixed_precision not in ("no", "bf16"):
             raise bad("mixed_precision", "'no' or 'bf16'")
+        if self.device not in TRAIN_DEVICES:
+            raise bad("device", " or ".join(f"'{d}'" for d in TRAIN_DEVICES))
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -187,8 +199,11 @@ class EMA:
         missing = set(self.shadow) - set(sd)
         if missing:
             raise KeyError(f"EMA checkpoint lacks {sorted(missing)[:5]}")
-        for k in self.shadow:
-            self.shadow[k].copy_(sd[k])
+        for k, dst in self.shadow.items():
+            src = sd[k]
+            if isinstance(dst, DTensor):  # sharded (FSDP): keep this rank's part of the whole tensor
+                src = distribute_tensor(src.to(dst.device), dst.device_mesh, dst.placements)
+            dst.copy_(src)
         self.num_updates = num_updates
 
     @torch.no_grad()
@@ -326,8 +341,10 @@ class _Trainer:
 
     def __init__(self, module: nn.Module, dataset, collate_fn: Callable | None, cfg: TrainConfig,
                  out_dir: Path) -> None:
-        AcceleratorState._reset_state()  # allow several runs (tests) with different precision in one process
-        self.acc = Accelerator(mixed_precision=cfg.mixed_precision)
+        # Several runs in one process (a phase's stages, tests) each get a fresh state. The process-level
+        # part is reset too: FSDP marks it, and a state rebuilt over a marked one has no FSDP plugin.
+        AcceleratorState._reset_state(reset_partial_state=True)
+        self.acc = Accelerator(mixed_precision=cfg.mixed_precision, cpu=cfg.device == "cpu")
         self.cfg, self.out_dir, self.dataset, self.collate_fn = cfg, out_dir, dataset, collate_fn
         self.ckpt_dir = out_dir / CHECKPOINT_DIR
         self.raw = module
@@ -350,6 +367,11 @@ class _Trainer:
         self.checkpointed = enable_gradient_checkpointing(module) if cfg.gradient_checkpointing else []
         self.memory = memory_estimate(module, wanted, ema=cfg.ema_decay > 0)
         self.model, self.optimizer = self.acc.prepare(module, self.optimizer)
+        self.sharded = self.acc.distributed_type.value in ("DEEPSPEED", "FSDP")
+        if self.acc.distributed_type.value == "FSDP":
+            # FSDP 2 shards in place and replaces each parameter by a sharded one (a DTensor): clipping
+            # and EMA must follow the new objects, under the same names
+            self.named = {n: p for n, p in module.named_parameters() if n in self.named}
         self.ema = EMA(self.named, cfg.ema_decay) if cfg.ema_decay > 0 else None
         self.step = 0
         self.window: dict[str, list[float]] = {}  # log values since the last log line
@@ -379,9 +401,10 @@ class _Trainer:
         rng_t, rng_js = _rng_state()
         save_safetensors_atomic(rng_t, tmp / f"rng_{acc.process_index}.safetensors")
         save_json_atomic(rng_js, tmp / f"rng_{acc.process_index}.json")
-        sharded = acc.distributed_type.value in ("DEEPSPEED", "FSDP")
+        sharded = self.sharded
         if sharded:  # model + optimizer state live sharded across ranks: let Accelerate write them
             acc.save_state(str(tmp / "accelerate"))
+        ema = gathered(self.ema.state_dict()) if self.ema is not None else None  # collective when sharded
         acc.wait_for_everyone()
         if acc.is_main_process:
             if not sharded:
@@ -390,8 +413,8 @@ class _Trainer:
                                                     else self.optimizer)
                 save_safetensors_atomic(opt_t, tmp / "optimizer.safetensors")
                 save_json_atomic(opt_js, tmp / "optimizer.json")
-            if self.ema is not None:
-                save_safetensors_atomic(self.ema.state_dict(), tmp / "ema.safetensors")
+            if ema is not None:
+                save_safetensors_atomic(ema, tmp / "ema.safetensors")
             sampler = self.sampler
             state = {
                 "format_version": FORMAT_VERSION, "step": step, "train_config": self.cfg.to_dict(),
@@ -423,6 +446,11 @@ class _Trainer:
         sched = self.scheduler.state_dict()
         sched.update(state["scheduler"])
         self.scheduler.load_state_dict(sched)
+        # The next update follows this run's schedule: a resume that extends --steps has a longer
+        # schedule than the one whose learning rate the checkpoint holds (the same one otherwise).
+        for group, base in zip(self.optimizer.param_groups, self.scheduler.base_lrs):
+            group["lr"] = base * lr_factor(int(state["step"]), self.cfg)
+        self.scheduler._last_lr = [group["lr"] for group in self.optimizer.param_groups]
         if self.ema is not None:
             if (ckpt / "ema.safetensors").is_file():
                 self.ema.load_state_dict(load_safetensors(ckpt / "ema.safetensors"), state["ema_updates"])
@@ -495,6 +523,8 @@ def train(module: nn.Module, dataset, collate_fn: Callable | None, cfg: TrainCon
     none). resume=False refuses an out_dir that already holds checkpoints.
     Returns {"step", "loss" (last logged), "out_dir", "final_dir", "log", "plot", "seconds"}.
     """
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        raise DeviceError("--device cuda: torch sees no CUDA GPU on this machine (use cpu or auto)")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     t = _Trainer(module, dataset, collate_fn, cfg, out_dir)
@@ -521,8 +551,10 @@ def train(module: nn.Module, dataset, collate_fn: Callable | None, cfg: TrainCon
     t.sampler = ResumableBatchSampler(len(dataset), cfg.batch_size, cfg.seed, start=t.step,
                                       rank=acc.process_index, world=acc.num_processes)
     if acc.is_main_process:
+        launch = {"device": str(acc.device), "distributed_type": acc.distributed_type.value,
+                  "processes": acc.num_processes, "mixed_precision": acc.mixed_precision}
         save_json_atomic({"train_config": cfg.to_dict(), **_module_config(module), "memory": t.memory,
-                          "gradient_checkpointing": t.checkpointed}, out_dir / "run_config.json")
+                          "gradient_checkpointing": t.checkpointed, "launch": launch}, out_dir / "run_config.json")
         print(f"[train] memory per process (weights, gradients, AdamW{', EMA' if t.ema else ''}): {t.memory['text']}"
               + (f"; gradient checkpointing in {', '.join(t.checkpointed)}" if t.checkpointed else ""))
 
@@ -586,6 +618,11 @@ def train(module: nn.Module, dataset, collate_fn: Callable | None, cfg: TrainCon
             "log": str(log_path), "plot": str(plot) if plot else None, "seconds": time.perf_counter() - t0}
 
 
+def is_sharded(module: nn.Module) -> bool:
+    """Whether FSDP has sharded this module's parameters in place (a run under FSDP did)."""
+    return any(isinstance(p, DTensor) for p in module.parameters())
+
+
 def _module_config(module: nn.Module) -> dict[str, Any]:
     if hasattr(module, "config_dict"):
         return {"model_config": module.config_dict()}
@@ -595,13 +632,17 @@ def _module_config(module: nn.Module) -> dict[str, Any]:
 def export(t: _Trainer, module: nn.Module) -> Path:
     """Write out_dir/final: EMA (or live) weights + config, then the module's own export."""
     final_dir = t.out_dir / FINAL_DIR
-    if not t.acc.is_main_process:
+    if not t.acc.is_main_process and not t.sharded:
         t.acc.wait_for_everyone()
         return final_dir
     if t.ema is not None:
         t.ema.swap()
     try:
-        with atomic_dir(final_dir) as tmp:
+        # Sharded weights are gathered whole as they are written, which every rank must join: then
+        # every rank runs the export and only the main process's files are kept.
+        target = atomic_dir(final_dir) if t.acc.is_main_process else tempfile.TemporaryDirectory(prefix="export-")
+        with target as tmp:
+            tmp = Path(tmp)
             save_safetensors_atomic(t.model_state(), tmp / "model.safetensors",
                                     metadata={"ema": str(t.ema is not None), "step": str(t.step)})
             save_json_atomic({"format_version": FORMAT_VERSION, "step": t.step, "ema": t.ema is not None,

@@ -40,7 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from animegamer.core.checkpoint import save_json_atomic
+from animegamer.core.checkpoint import load_safetensors, save_json_atomic
 from animegamer.core.runs import resolve_component, resolve_decoder
 from animegamer.core.video_io import save_gif, save_mp4
 from animegamer.decoder.diffusion import Denoiser, DiffusionConfig, collate_decoder
@@ -53,7 +53,7 @@ from animegamer.models.autoencoder import ShotAutoencoder
 from animegamer.models.vision_tower import CONFIG_NAME as VT_CONFIG
 from animegamer.representation.reference_encoder import CONDITION_TEXT, KINDS
 from animegamer.training.arguments import add_train_arguments, train_config_from_args
-from animegamer.training.loop import TrainConfig, train
+from animegamer.training.loop import TrainConfig, is_sharded, train
 from animegamer.training.shot_cache import CachedShots, build_cache, cache_encoders, cache_meta
 from animegamer.world.dataset import ShotDataset
 
@@ -359,14 +359,20 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise SystemExit(f"train decoder: {e}") from None
     sampler = preset.sampler  # stored with the decoder; `model pack` chooses the game's
-    torch.manual_seed(cfg.seed)  # the init must be reproducible: resume reloads only trainable tensors
-    denoiser = Denoiser(DecoderNet(dcfg), diff)
-    if init is not None:  # before any resume: a resumed run reloads only its trainable tensors on top of this
+    if init is not None and (dataclasses.replace(init.config, reference_channels=dcfg.reference_channels) != dcfg
+                             or init.config.reference_channels not in (0, dcfg.reference_channels)):
         # the same config, or the same without the spatial reference (it is added, zero-initialised)
-        if (dataclasses.replace(init.config, reference_channels=dcfg.reference_channels) != dcfg
-                or init.config.reference_channels not in (0, dcfg.reference_channels)):
-            raise ValueError(f"--init {args.init}: its decoder config differs from this run's ({init.config} vs {dcfg})")
-        denoiser.net.init_from(init.net)
+        raise ValueError(f"--init {args.init}: its decoder config differs from this run's ({init.config} vs {dcfg})")
+
+    def fresh_denoiser() -> Denoiser:
+        torch.manual_seed(cfg.seed)  # the init must be reproducible: resume reloads only trainable tensors
+        denoiser = Denoiser(DecoderNet(dcfg), diff)
+        if init is not None:  # before any resume: a resumed run reloads only its trainable tensors on top of this
+            denoiser.net.init_from(init.net)
+        return denoiser
+
+    denoiser = fresh_denoiser()
+    if init is not None:
         print(f"[decoder] initialised from {args.init}")
     print(f"[decoder] {len(train_ds)} cached shots, latents {tuple(t['latents'].shape[1:])} (mean {mean:.3f}, "
           f"std {std:.3f}), s_a {dcfg.n_tokens} x {dcfg.d_cond}, "
@@ -387,6 +393,15 @@ def run(args: argparse.Namespace) -> int:
         warmup = DecoderTrainModule(denoiser, ae, "warmup", sampler=sampler)
         results["warmup"] = train(warmup, train_ds, collate_decoder, wcfg, out / "warmup",
                                   resume=args.resume)
+        if is_sharded(denoiser):
+            # FSDP sharded the network in place, and a network is sharded once: the joint stage takes a
+            # fresh one holding the same weights (the same init, then the warm-up's trained tensors)
+            denoiser = fresh_denoiser()
+            trained = load_safetensors(Path(results["warmup"]["final_dir"]) / "model.safetensors")
+            unexpected = DecoderTrainModule(denoiser, ae, "warmup", sampler=sampler).load_state_dict(
+                trained, strict=False).unexpected_keys
+            if unexpected:
+                raise KeyError(f"the warm-up's weights do not fit the joint stage's network: {unexpected[:5]}")
     if args.warmup_only:
         if warm_steps <= 0:
             raise ValueError("--warmup-only needs a warm-up stage (--warmup-stage-steps > 0)")

@@ -109,6 +109,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rep-tokens", type=int, default=None, help="N (synthetic only; data dirs carry it)")
     parser.add_argument("--rep-dim", type=int, default=None, help="D (synthetic only; data dirs carry it)")
     parser.add_argument("--llm-path", type=str, default=None, help="local LLM checkpoint for --preset paper")
+    parser.add_argument("--quantize", choices=["8bit", "4bit"], default=None,
+                        help="--llm-path's frozen weights quantized by bitsandbytes as they load (4bit + LoRA: QLoRA); "
+                             "the trained engine plays with the same")
     parser.add_argument("--eval-sessions", type=int, default=0,
                         help="sessions dir / synthetic: hold out the last K sessions and evaluate; "
                              "world data: evaluate at most K held-out sessions (0 = all)")
@@ -170,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
         over: dict[str, Any] = {"seed": tcfg.seed, "rep_norm": not args.no_rep_norm}
         for key, val in (("window", args.window), ("lora_rank", args.lora_rank), ("alpha_mse", args.alpha_mse),
                          ("history_level_weight", args.history_level_weight), ("backbone_path", args.llm_path),
-                         ("rep_tokens", args.rep_tokens), ("rep_dim", args.rep_dim)):
+                         ("backbone_quantize", args.quantize), ("rep_tokens", args.rep_tokens), ("rep_dim", args.rep_dim)):
             if val is not None:
                 over[key] = val
         if args.lora_rank is not None:

@@ -9,11 +9,14 @@ script, into a temporary store. Per turn it records the stages of ``GameSession.
 engine predict, diffusion sampling, autoencoder decode, saving (clip write + store
 transaction), and the whole step. Rows report medians over the turns that have history
 (turn index >= 1: where the window and the KV cache matter; turn 0 of each session is not
-counted). Peak memory is the process's peak RSS (ru_maxrss), RSS after loading is also given.
+counted). Peak memory is the process's peak RSS (ru_maxrss), RSS after loading is also given; on a
+CUDA device also the GPU's peak allocated memory (torch.cuda.max_memory_allocated).
 
 Sampling and decode are timed by wrapping the decoder's ``sample_latents`` / ``decode_latents``
 for the duration of the run (the game calls them through ``ShotDecoder.forward``); "without KV
 reuse" calls ``engine.predict(..., use_cache=False)`` the same way. Nothing in the models changes.
+On a GPU each timed stage waits for the device to finish its kernels (CUDA runs asynchronously, so
+without the wait a stage's time would land in whichever stage next reads the result).
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ from typing import Any
 
 import torch
 
+from animegamer.core.devices import resolve_device
 from animegamer.core.resources import current_rss_mb, peak_rss_mb
 from animegamer.game.session import Game
 
@@ -66,6 +70,8 @@ def _timed(sink: list[float]) -> Callable[[Callable], Callable]:
             try:
                 return fn(*a, **k)
             finally:
+                if torch.cuda.is_initialized():
+                    torch.cuda.synchronize()
                 sink.append(time.perf_counter() - t0)
         return inner
     return wrap
@@ -137,7 +143,7 @@ def play_row(game: Game, window: int, kv_reuse: bool, turns: int, seed: int = 0)
 
 def bench_game(model: str | Path | None = None, turns: int = 6, windows: tuple[int, ...] | None = None,
                threads: int | None = None, kv: tuple[bool, ...] = (True, False), device: str = "cpu",
-               precision: str | None = None) -> dict[str, Any]:
+               precision: str | None = None, quantize: str | None = None) -> dict[str, Any]:
     """The benchmark (see the module doc) of the model in ``model`` (default: the shipped model),
     played into a temporary store."""
 
@@ -146,9 +152,12 @@ def bench_game(model: str | Path | None = None, turns: int = 6, windows: tuple[i
     if threads:
         torch.set_num_threads(int(threads))
     rss0 = current_rss_mb()
+    on_gpu = resolve_device(device).type == "cuda"
+    if on_gpu:
+        torch.cuda.reset_peak_memory_stats()
     with tempfile.TemporaryDirectory(prefix="animegamer-bench-") as tmp:
         t0 = time.perf_counter()
-        game = Game.load(model, store=Path(tmp) / "store", device=device, precision=precision)
+        game = Game.load(model, store=Path(tmp) / "store", device=device, precision=precision, quantize=quantize)
         load_s = time.perf_counter() - t0
         rss_loaded = current_rss_mb()
         k = int(game.engine.cfg.window)
@@ -164,6 +173,7 @@ def bench_game(model: str | Path | None = None, turns: int = 6, windows: tuple[i
         result = {
             "model": game.model_info.get("path", str(model) if model else None),
             "device": game.model_info.get("device"), "precision": game.model_info.get("precision"),
+            "quantize": game.model_info.get("quantize"),
             "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), "torch": torch.__version__,
             "platform": platform.platform(), "engine_window": k, "turns_per_row": turns,
             "decoder": {"steps": dec.sampler.steps, "guidance": dec.sampler.guidance,
@@ -171,6 +181,8 @@ def bench_game(model: str | Path | None = None, turns: int = 6, windows: tuple[i
             "frames_shape": list(warm.turns[0].frames.shape),
             "load_s": load_s, "warmup_turn_s": warmup_s,
             "rss_before_load_mb": rss0, "rss_after_load_mb": rss_loaded, "peak_rss_mb": peak_rss_mb(),
+            "cuda_peak_mb": torch.cuda.max_memory_allocated() / 2 ** 20 if on_gpu else None,
+            "gpu": torch.cuda.get_device_name() if on_gpu else None,
             "rows": rows,
             "note": "medians over turns with history (turn index >= 1) of one session per row",
         }
@@ -196,5 +208,6 @@ def format_table(result: dict[str, Any]) -> str:
                      + (f" {tok:>7.0f}" if tok is not None else f" {'-':>7}"))
     rss = result["rss_after_load_mb"]
     lines += ["", f"peak RSS {result['peak_rss_mb']:.0f} MB" + (f" (after loading: {rss:.0f} MB)" if rss else "")
+              + (f"; GPU peak {result['cuda_peak_mb']:.0f} MB on {result['gpu']}" if result.get("cuda_peak_mb") else "")
               + f"; load {result['load_s']:.1f} s, warm-up turn {result['warmup_turn_s']:.2f} s"]
     return "\n".join(lines)

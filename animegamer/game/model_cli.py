@@ -1,0 +1,56 @@
+"""`animegamer model pack`: training runs -> a model directory the game plays. Apart from `play`, so
+that packing (a recipe step, often on a training machine) does not import the web server's stack."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from animegamer.core.runs import resolve_autoencoder
+from animegamer.decoder.sampler import add_sampler_arguments, sampler_overrides
+from animegamer.game.pack import model_bytes, pack_model
+
+
+def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = None) -> None:
+    model = subparsers.add_parser("model", help="model directories: pack training runs into a playable model")
+    msub = model.add_subparsers(dest="action", metavar="ACTION")
+    msub.required = True
+    pk = msub.add_parser("pack", help="engine run + decoder (or adapt) run -> a model directory Game.load reads")
+    pk.add_argument("--engine", required=True, help="`train engine` run dir (or its final/)")
+    pk.add_argument("--decoder", required=True, help="`train adapt` or `train decoder` run dir (or shot_decoder/)")
+    pk.add_argument("--out", required=True, help="model directory to write (replaced atomically)")
+    pk.add_argument("--fp32", action="store_true", help="keep fp32 weights (default: fp16, half the size)")
+    add_sampler_arguments(pk, default="the decoder run's")
+    pk.add_argument("--autoencoder", default=None, metavar="AE",
+                    help="decode with this autoencoder instead of the decoder's own: a decoder-only fine-tune of it "
+                         "(`train vae --init ... --decoder-only`; a run dir, its final/ or the autoencoder/ dir)")
+    pk.add_argument("--anchors", default=None, nargs="+", metavar="DATA",
+                    help="build the visual anchors the game draws from (decoder/anchors.py) from the first frames of "
+                         "these world datasets' train shots (the model's own training worlds)")
+    pk.add_argument("--anchor-limit", type=int, default=None, metavar="N", help="at most N anchor shots (default: all)")
+    pk.add_argument("--anchors-per-scene", type=int, default=None, metavar="N",
+                    help="at most N anchor shots of each (characters, place, time) (default: all)")
+    pk.add_argument("--no-anchors", action="store_true",
+                    help="drop the decoder's visual anchors: the game draws the engine's visual tokens (the paper)")
+    pk.add_argument("--provenance", default=None, metavar="JSON",
+                    help="a JSON file (e.g. the training commands and data seeds) copied into model.json")
+    pk.set_defaults(func=_pack)
+
+
+def _pack(args: argparse.Namespace) -> int:
+    try:
+        sampler = sampler_overrides(args)
+    except ValueError as e:
+        raise SystemExit(f"model pack: {e}") from None
+    prov = json.loads(Path(args.provenance).read_text()) if args.provenance else None
+    autoencoder = resolve_autoencoder(args.autoencoder) if args.autoencoder else None
+    if args.anchors and args.no_anchors:
+        raise SystemExit("model pack: --anchors and --no-anchors exclude each other")
+    try:
+        out = pack_model(args.engine, args.decoder, args.out, fp16=not args.fp32, provenance=prov, sampler=sampler,
+                         autoencoder=autoencoder, anchors=False if args.no_anchors else args.anchors,
+                         anchor_limit=args.anchor_limit, anchors_per_scene=args.anchors_per_scene)
+    except (ValueError, FileNotFoundError) as e:
+        raise SystemExit(f"model pack: {e}") from None
+    print(f"model written to {out} ({model_bytes(out) / 1e6:.1f} MB)")
+    return 0

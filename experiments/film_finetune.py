@@ -1,0 +1,158 @@
+"""What fine-tuning on a film buys: the film's held-out sessions played by the fine-tuned model and by
+the shipped model that meets the film's characters only as pictures.
+
+    # a "film" of 10 characters no model has seen (the reference-matching cast), its truth as annotations
+    bin/animegamer world render --sessions 120 --turns 5 --seed 9500 --cast runs/match/held_cast10.yaml \
+        --out runs/film/world
+    .venv/bin/python experiments/film_finetune.py film runs/film/world --out runs/film
+    bin/animegamer recipe film --out runs/film/run --set videos=runs/film/film.mp4 \
+        --set annotations=runs/film/annotations.csv
+    .venv/bin/python experiments/film_finetune.py eval runs/film/run --cast runs/match/held_cast10.yaml \
+        --out docs/results/ingest/film_finetune.json
+
+``film``: the world's sessions one after another as one MP4 with hard cuts, and its labels as the
+annotation file a person would complete (`bench-ingest`'s own film and annotations).
+
+``eval``: every held-out (test) session of the ingested film is played turn by turn from its true
+states with its instructions, through
+- ``fine-tuned``: the recipe's model, whose cast is the film's characters;
+- ``pictures``: the shipped model with each film character added from one picture (its reference
+  sheet, re-uploaded as a player would), the way a player without a fine-tune would play them.
+Both play each session with the same seed. Graded on each turn:
+- who is on screen: the re-identification gallery of the 10 characters' pictures
+  (`evaluation/character_match.py`) names the drawn shot; right when the nearest is one of the turn's
+  true characters (chance 1/10); the film's own clip graded the same way is the instrument's ceiling;
+- the motion level: the engine's level against the clip's measured one;
+- the states: the engine's deltas against the annotated ones.
+Paired differences (fine-tuned - pictures) over the same turns, with standard errors.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import yaml
+from tqdm import tqdm
+
+from animegamer.core.atomic_io import write_json, write_text
+from animegamer.evaluation.bench.ingest import world_annotations, world_film
+from animegamer.evaluation.character_match import ReferenceGallery
+from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR
+from animegamer.game.session import Game
+from animegamer.models.character_reid import REID_DIR, CharacterReID
+from animegamer.world.cast import parse_cast
+from animegamer.world.character_gen import reference_sheet
+from animegamer.world.dataset import WorldDataset
+from animegamer.world.preview import save_png
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from custom_character_probe import reuploaded  # noqa: E402
+
+
+def make_film(world_dir: str, out: Path) -> None:
+    world = WorldDataset(world_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    film = out / "film.mp4"
+    rows = world_film(world, film)
+    frames_per_shot = world.frames(rows[0]).shape[0]
+    shot_seconds = frames_per_shot / world.meta["fps"]
+    write_text(out / "annotations.csv", world_annotations(rows, film.name, shot_seconds))
+    print(f"wrote {film} ({len(rows)} shots) and {out / 'annotations.csv'}")
+
+
+def _mean_se(xs: list[float]) -> dict[str, float]:
+    a = np.asarray(xs, dtype=float)
+    return {"mean": float(a.mean()), "se": float(a.std(ddof=1) / np.sqrt(len(a))) if len(a) > 1 else 0.0, "n": len(a)}
+
+
+def play(game: Game, sessions: list[list[dict]], gallery: ReferenceGallery, label: str) -> list[dict]:
+    rows = []
+    for k, session in enumerate(tqdm(sessions, desc=label)):
+        first = session[0]
+        gs = game.new_session(first["characters"], seed=1000 + k, states=first["states_before"])
+        for r in session:
+            turn = gs.step(r["instruction"])
+            who, _ = gallery.name(turn.frames)
+            rows.append({"session": r["session"], "turn": r["turn"], "characters": r["characters"],
+                         "named": who, "right": who[0] in r["characters"],
+                         "level": turn.motion_level, "true_level": r["motion_level"],
+                         "deltas": turn.deltas, "true_deltas": r["deltas"], "frames": turn.frames})
+    return rows
+
+
+def evaluate(run: Path, cast_file: str, out: Path | None, reid_path: str, sheet: Path | None) -> dict:
+    film = WorldDataset(run / "data" / "film")
+    test = [s for s in film.sessions("test")]
+    specs = parse_cast(yaml.safe_load(Path(cast_file).read_text()), cast_file)
+    pictures = {n: reuploaded(reference_sheet(s, 256)) for n, s in specs.items()}
+    gallery = ReferenceGallery.from_pictures(pictures, CharacterReID.from_pretrained(reid_path), progress=True)
+    truth = [{"right": gallery.name(film.frames(r))[0][0] in r["characters"]} for s in test for r in s]
+    with tempfile.TemporaryDirectory() as tmp:
+        tuned = Game.load(run / "model", store=Path(tmp) / "tuned")
+        shipped = Game.load(store=Path(tmp) / "shipped")
+        for name, picture in pictures.items():
+            path = Path(tmp) / f"{name}.png"
+            save_png(picture, path)
+            shipped.add_character(name, image=path)
+        systems = {"fine-tuned": play(tuned, test, gallery, "fine-tuned"),
+                   "pictures": play(shipped, test, gallery, "pictures")}
+    states = list(test[0][0]["deltas"])
+    result = {"run": str(run), "cast": cast_file, "test sessions": len(test), "turns": len(truth),
+              "chance": 1 / len(specs), "film clip (ceiling)": _mean_se([t["right"] for t in truth])}
+    for name, rows in systems.items():
+        result[name] = {
+            "who is on screen": _mean_se([r["right"] for r in rows]),
+            "level = clip's": _mean_se([r["level"] == r["true_level"] for r in rows]),
+            "deltas exact": _mean_se([all(r["deltas"][k] == r["true_deltas"][k] for k in states) for r in rows]),
+        }
+    a, b = systems["fine-tuned"], systems["pictures"]
+    result["paired (fine-tuned - pictures)"] = {
+        "who is on screen": _mean_se([float(x["right"]) - float(y["right"]) for x, y in zip(a, b)]),
+        "level = clip's": _mean_se([float(x["level"] == x["true_level"]) - float(y["level"] == y["true_level"])
+                                    for x, y in zip(a, b)]),
+    }
+    print(json.dumps(result, indent=1))
+    if out:
+        write_json(out, result)
+    if sheet:
+        _contact_sheet(film, test, systems, sheet)
+    return result
+
+
+def _contact_sheet(film: WorldDataset, test: list[list[dict]], systems: dict, path: Path, n: int = 12) -> None:
+    """Rows: the film's clip | fine-tuned | pictures (first, middle and last frame of each)."""
+    rows_out = []
+    flat = [r for s in test for r in s]
+    for i in np.linspace(0, len(flat) - 1, n).astype(int):
+        clip = film.frames(flat[i])
+        cells = [clip] + [systems[k][i]["frames"] for k in ("fine-tuned", "pictures")]
+        rows_out.append(np.concatenate([np.concatenate([c[0], c[len(c) // 2], c[-1]], axis=1) for c in cells], axis=1))
+    save_png(np.concatenate(rows_out, axis=0), path)
+    print(f"wrote {path} (film clip | fine-tuned | pictures; first, middle, last frame)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="what", required=True)
+    f = sub.add_parser("film")
+    f.add_argument("world")
+    f.add_argument("--out", type=Path, required=True)
+    e = sub.add_parser("eval")
+    e.add_argument("run", type=Path)
+    e.add_argument("--cast", required=True)
+    e.add_argument("--reid", default=str(DEFAULT_EVALUATOR / REID_DIR))
+    e.add_argument("--out", type=Path, default=None)
+    e.add_argument("--sheet", type=Path, default=None, help="contact sheet PNG/JPG")
+    a = ap.parse_args()
+    if a.what == "film":
+        make_film(a.world, a.out)
+    else:
+        evaluate(a.run, a.cast, a.out, a.reid, a.sheet)
+
+
+if __name__ == "__main__":
+    main()
