@@ -1,5 +1,12 @@
 """AnimeGamer: infinite anime life simulation, open and trainable."""
+import logging
+
 __version__ = "0.1.0"
+
+# Where bitsandbytes is installed (`--quantize`), diffusers and transformers import it with every model,
+# and on CPUs with AVX512-BF16 it warns that an optional kernel package (fetched from the Hub, which this
+# project never does) is missing, then runs its own CPU kernels. Silenced so that not every start says so.
+logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
 
 __all__ = ["Game"]
 

@@ -13,7 +13,7 @@ the shipped model that meets the film's characters only as pictures.
 ``film``: the world's sessions one after another as one MP4 with hard cuts, and its labels as the
 annotation file a person would complete (`bench-ingest`'s own film and annotations).
 
-``eval``: every held-out (test) session of the ingested film is played turn by turn from its true
+``eval``: every held-out (val and test) session of the ingested film is played turn by turn from its true
 states with its instructions, through
 - ``fine-tuned``: the recipe's model, whose cast is the film's characters;
 - ``pictures``: the shipped model with each film character added from one picture (its reference
@@ -72,8 +72,8 @@ def _mean_se(xs: list[float]) -> dict[str, float]:
 def play(game: Game, sessions: list[list[dict]], gallery: ReferenceGallery, label: str) -> list[dict]:
     rows = []
     for k, session in enumerate(tqdm(sessions, desc=label)):
-        first = session[0]
-        gs = game.new_session(first["characters"], seed=1000 + k, states=first["states_before"])
+        cast = list(dict.fromkeys(c for r in session for c in r["characters"]))  # everyone the session names
+        gs = game.new_session(cast, seed=1000 + k, states=session[0]["states_before"])
         for r in session:
             turn = gs.step(r["instruction"])
             who, _ = gallery.name(turn.frames)
@@ -84,15 +84,16 @@ def play(game: Game, sessions: list[list[dict]], gallery: ReferenceGallery, labe
     return rows
 
 
-def evaluate(run: Path, cast_file: str, out: Path | None, reid_path: str, sheet: Path | None) -> dict:
+def evaluate(run: Path, cast_file: str, out: Path | None, reid_path: str, sheet: Path | None,
+             model: Path | None = None) -> dict:
     film = WorldDataset(run / "data" / "film")
-    test = [s for s in film.sessions("test")]
+    test = film.sessions("val") + film.sessions("test")  # neither split is trained on
     specs = parse_cast(yaml.safe_load(Path(cast_file).read_text()), cast_file)
     pictures = {n: reuploaded(reference_sheet(s, 256)) for n, s in specs.items()}
     gallery = ReferenceGallery.from_pictures(pictures, CharacterReID.from_pretrained(reid_path), progress=True)
     truth = [{"right": gallery.name(film.frames(r))[0][0] in r["characters"]} for s in test for r in s]
     with tempfile.TemporaryDirectory() as tmp:
-        tuned = Game.load(run / "model", store=Path(tmp) / "tuned")
+        tuned = Game.load(model or run / "model", store=Path(tmp) / "tuned")
         shipped = Game.load(store=Path(tmp) / "shipped")
         for name, picture in pictures.items():
             path = Path(tmp) / f"{name}.png"
@@ -101,7 +102,7 @@ def evaluate(run: Path, cast_file: str, out: Path | None, reid_path: str, sheet:
         systems = {"fine-tuned": play(tuned, test, gallery, "fine-tuned"),
                    "pictures": play(shipped, test, gallery, "pictures")}
     states = list(test[0][0]["deltas"])
-    result = {"run": str(run), "cast": cast_file, "test sessions": len(test), "turns": len(truth),
+    result = {"run": str(run), "model": str(model or run / "model"), "cast": cast_file, "test sessions": len(test), "turns": len(truth),
               "chance": 1 / len(specs), "film clip (ceiling)": _mean_se([t["right"] for t in truth])}
     for name, rows in systems.items():
         result[name] = {
@@ -147,11 +148,12 @@ def main() -> None:
     e.add_argument("--reid", default=str(DEFAULT_EVALUATOR / REID_DIR))
     e.add_argument("--out", type=Path, default=None)
     e.add_argument("--sheet", type=Path, default=None, help="contact sheet PNG/JPG")
+    e.add_argument("--model", type=Path, default=None, help="the fine-tuned model (default: RUN/model)")
     a = ap.parse_args()
     if a.what == "film":
         make_film(a.world, a.out)
     else:
-        evaluate(a.run, a.cast, a.out, a.reid, a.sheet)
+        evaluate(a.run, a.cast, a.out, a.reid, a.sheet, a.model)
 
 
 if __name__ == "__main__":
