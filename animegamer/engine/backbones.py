@@ -38,9 +38,10 @@ import torch
 from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig, LlamaConfig, LlamaForCausalLM
 
+from animegamer.core.devices import QUANTIZE
+
 BACKBONE_CACHE_VERSION = 1
 PAPER_PATH_ENV = "ANIMEGAMER_PAPER_LLM"
-QUANTIZE = (None, "8bit", "4bit")
 CACHE_ENV = "ANIMEGAMER_CACHE"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -107,8 +108,8 @@ class BackboneSpec:
             raise ValueError(f"BackboneSpec.kind must be random|smollm2|local, got {self.kind!r}")
         if self.dtype not in ("float32", "bfloat16", "float16"):
             raise ValueError(f"BackboneSpec.dtype must be float32|bfloat16|float16, got {self.dtype!r}")
-        if self.quantize not in QUANTIZE:
-            raise ValueError(f"BackboneSpec.quantize must be one of {QUANTIZE}, got {self.quantize!r}")
+        if self.quantize not in (None, *QUANTIZE):
+            raise ValueError(f"BackboneSpec.quantize must be one of {(None, *QUANTIZE)}, got {self.quantize!r}")
         if self.quantize and self.kind != "local":
             raise ValueError(f"--quantize is for a local backbone (--preset paper --llm-path DIR); the {self.name!r} "
                              f"backbone is small enough to load whole")

@@ -62,7 +62,7 @@ from animegamer.core.checkpoint import (
     save_json_atomic,
     save_safetensors_atomic,
 )
-from animegamer.core.devices import DeviceError
+from animegamer.core.devices import resolve_device
 from animegamer.training.memory import enable_gradient_checkpointing, memory_estimate
 
 CHECKPOINT_DIR = "checkpoints"
@@ -523,8 +523,8 @@ def train(module: nn.Module, dataset, collate_fn: Callable | None, cfg: TrainCon
     none). resume=False refuses an out_dir that already holds checkpoints.
     Returns {"step", "loss" (last logged), "out_dir", "final_dir", "log", "plot", "seconds"}.
     """
-    if cfg.device == "cuda" and not torch.cuda.is_available():
-        raise DeviceError("--device cuda: torch sees no CUDA GPU on this machine (use cpu or auto)")
+    if cfg.device != "auto":
+        resolve_device(cfg.device)  # a clear error, before anything is written, for a GPU that is not here
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     t = _Trainer(module, dataset, collate_fn, cfg, out_dir)

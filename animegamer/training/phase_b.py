@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from animegamer.core.checkpoint import load_json, load_safetensors, save_json_atomic
+from animegamer.core.devices import QUANTIZE
 from animegamer.core.runs import ENGINE_CONFIG, ENGINE_WEIGHTS, resolve_engine
 from animegamer.engine.data import EngineCollate, EngineDataset, load_sessions, synthetic_sessions
 from animegamer.engine.evaluate import (
@@ -109,7 +110,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rep-tokens", type=int, default=None, help="N (synthetic only; data dirs carry it)")
     parser.add_argument("--rep-dim", type=int, default=None, help="D (synthetic only; data dirs carry it)")
     parser.add_argument("--llm-path", type=str, default=None, help="local LLM checkpoint for --preset paper")
-    parser.add_argument("--quantize", choices=["8bit", "4bit"], default=None,
+    parser.add_argument("--quantize", choices=list(QUANTIZE), default=None,
                         help="--llm-path's frozen weights quantized by bitsandbytes as they load (4bit + LoRA: QLoRA); "
                              "the trained engine plays with the same")
     parser.add_argument("--eval-sessions", type=int, default=0,
