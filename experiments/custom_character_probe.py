@@ -116,11 +116,12 @@ def probe(game: Game, ev: Evaluator, gallery: list[str], extra: dict, seed: int,
             drawn = dec.draw_from_frame(pred.s_a, truths[c][0])
             stood = render_cutout(sprites[c], place, time, seed=seed + a)  # the picture stood in the scene
             posed = render_action((c,), verb, adverb, place, time, seed=seed + a, extra_cast={c: fits[c].spec})[0]
-            shots = {"anchor": dec(drawn, motion_level=pred.motion_level, generator=g),
+            # each shot starts from the picture it is drawn from, as in the game (with the model's source detail)
+            shots = {"anchor": dec(drawn, motion_level=pred.motion_level, generator=g, source=truths[c][0]),
                      "picture": dec(dec.draw_from_frame(pred.s_a, stood), motion_level=pred.motion_level,
-                                    generator=torch.Generator().manual_seed(seed * 1000 + a)),
+                                    generator=torch.Generator().manual_seed(seed * 1000 + a), source=stood),
                      "fitted": dec(dec.draw_from_frame(pred.s_a, posed), motion_level=pred.motion_level,
-                                   generator=torch.Generator().manual_seed(seed * 1000 + a)),
+                                   generator=torch.Generator().manual_seed(seed * 1000 + a), source=posed),
                      "engine": dec(pred.s_a, motion_level=pred.motion_level,
                                    generator=torch.Generator().manual_seed(seed * 1000 + a)),
                      "truth": np.repeat(truths[c][:1], TAIL, axis=0)}

@@ -29,9 +29,14 @@ The engine's text tokens (the motion), its motion level and its state changes ar
 fed back to the engine carries the s_a each shot was drawn from (``history`` "drawn"): what the player
 saw, and real frames like the true s_a the engine was trained on. Measured: docs/results/picture.md.
 
+Each anchor also carries the picture its tokens are (``Anchor.frame``): with the sampler's source
+detail (decoder/source_detail.py) the shot starts from it, past what the autoencoder can draw.
+
 On disk, ``shot_decoder/anchors/``: ``anchors.json`` (format, config, each entry's characters,
 place, time and source shot) and ``anchors.safetensors`` (the entries' f_v: the autoencoder-latent
-patches of the first frame, fp16). Built by ``model pack --anchors DATA`` from the training world.
+patches of the first frame, fp16; and the first frames themselves, losslessly compressed WebP bytes in
+one uint8 tensor with their offsets; a bank without them draws from the tokens alone). Built by
+``model pack --anchors DATA`` from the training world.
 """
 from __future__ import annotations
 
@@ -42,6 +47,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+import cv2
 import numpy as np
 import torch
 from torch import nn
@@ -139,6 +145,22 @@ def named_characters(instruction: str, characters: list[str]) -> list[str]:
     return named or list(characters[:1])
 
 
+def encode_frame(frame: np.ndarray) -> np.ndarray:
+    """uint8 (H, W, 3) RGB -> lossless WebP bytes (uint8 vector): a bank frame at a fifth of its size."""
+    ok, data = cv2.imencode(".webp", np.ascontiguousarray(frame[..., ::-1]), [cv2.IMWRITE_WEBP_QUALITY, 101])
+    if not ok:
+        raise ValueError(f"anchors: could not encode a {frame.shape} frame")
+    return data.reshape(-1)
+
+
+def decode_frame(data: np.ndarray) -> np.ndarray:
+    """The inverse of ``encode_frame``."""
+    frame = cv2.imdecode(data, cv2.IMREAD_COLOR)
+    if frame is None:
+        raise ValueError("anchors: a bank frame does not decode (a damaged anchors.safetensors?)")
+    return np.ascontiguousarray(frame[..., ::-1])
+
+
 @dataclass
 class Anchor:
     """The visual tokens to draw (n_visual, D), where they came from, and the gate distance (None at turn 0)."""
@@ -147,17 +169,21 @@ class Anchor:
     source: str
     distance: float | None = None
     entry: int | None = None  # the bank entry, for a retrieved anchor
+    frame: np.ndarray | None = None  # the picture the tokens are (uint8 H x W x 3), where it is known
 
 
 class VisualAnchors(nn.Module):
     """A bank of true first frames (their f_v) with who is in them, and the rule that picks the anchor."""
 
     def __init__(self, f_v: torch.Tensor, entries: list[dict[str, Any]], grid: tuple[int, int],
-                 config: AnchorConfig | None = None) -> None:
+                 config: AnchorConfig | None = None, frames: list[np.ndarray] | None = None) -> None:
         super().__init__()
         if f_v.dim() != 3 or f_v.shape[0] != len(entries) or not entries:
             raise ValueError(f"anchors need f_v (M, n_visual, d_visual) with one entry each, got {tuple(f_v.shape)} "
                              f"for {len(entries)} entries")
+        if frames is not None and len(frames) != len(entries):
+            raise ValueError(f"anchors: {len(frames)} frames for {len(entries)} entries")
+        self.frames = frames  # each entry's first frame as encode_frame bytes, or None (tokens only)
         self.grid = (int(grid[0]), int(grid[1]))  # the visual tokens' rows x cols on the frame
         if self.grid[0] * self.grid[1] != f_v.shape[1]:
             raise ValueError(f"anchors: a {self.grid[0]} x {self.grid[1]} token grid does not hold {f_v.shape[1]} tokens")
@@ -199,18 +225,28 @@ class VisualAnchors(nn.Module):
         rows = rows[: limit or None]
         if not rows:
             raise ValueError(f"{', '.join(map(str, sources))}: no {split} shots to build anchors from")
-        f_v, entries = [], []
+        f_v, entries, frames = [], [], []
         for world, source, row in tqdm(rows, desc="anchors", unit="shot", disable=not progress, dynamic_ncols=True):
             first = world.frames(row)[0]
             f_v.append(reference.patch_tokens(frame_tensor(first))[0].half())
+            frames.append(encode_frame(first))
             entries.append({"characters": list(row["characters"]), "place": row.get("place"),
                             "time": row.get("time"), "shot": row["shot"],
                             **({"data": Path(source).name} if len(sources) > 1 else {})})
-        return cls(torch.stack(f_v), entries, reference._grid(*first.shape[:2]), config)
+        return cls(torch.stack(f_v), entries, reference._grid(*first.shape[:2]), config, frames)
+
+    def frame(self, entry: int) -> np.ndarray | None:
+        """The first frame of a bank entry (uint8 H x W x 3), or None for a bank of tokens only."""
+        return None if self.frames is None else decode_frame(self.frames[entry])
 
     def save_pretrained(self, directory: str | Path) -> Path:
+        tensors = {"f_v": self.f_v.half().contiguous()}
+        if self.frames is not None:
+            offsets = np.cumsum([0] + [len(f) for f in self.frames])
+            tensors["frames"] = torch.from_numpy(np.concatenate(self.frames))
+            tensors["frame_offsets"] = torch.from_numpy(offsets.astype(np.int64))
         with atomic_dir(directory) as tmp:
-            save_safetensors_atomic({"f_v": self.f_v.half().contiguous()}, tmp / WEIGHTS_NAME)
+            save_safetensors_atomic(tensors, tmp / WEIGHTS_NAME)
             save_json_atomic({"format": FORMAT, "format_version": FORMAT_VERSION, "config": self.config.to_dict(),
                               "grid": list(self.grid), "entries": self.entries}, tmp / CONFIG_NAME)
         return Path(directory)
@@ -222,8 +258,12 @@ class VisualAnchors(nn.Module):
         if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
             raise ValueError(f"{directory}: expected {FORMAT} v{FORMAT_VERSION}, found {meta.get('format')} "
                              f"v{meta.get('format_version')}")
-        f_v = load_safetensors(directory / WEIGHTS_NAME)["f_v"]
-        return cls(f_v, meta["entries"], meta["grid"], AnchorConfig.from_dict(meta["config"]))
+        tensors = load_safetensors(directory / WEIGHTS_NAME)
+        frames = None
+        if "frames" in tensors:
+            data, offsets = tensors["frames"].numpy(), tensors["frame_offsets"].tolist()
+            frames = [data[a:b] for a, b in zip(offsets[:-1], offsets[1:])]
+        return cls(tensors["f_v"], meta["entries"], meta["grid"], AnchorConfig.from_dict(meta["config"]), frames)
 
     # -- choosing ----------------------------------------------------------------------------------
     def _pool(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -272,12 +312,13 @@ class VisualAnchors(nn.Module):
     def choose(self, predicted: torch.Tensor, encoder: ActionEncoder, reference: LatentReference | None,
                previous_frame: np.ndarray | None, previous_tokens: torch.Tensor | None,
                characters: list[str], generator: torch.Generator | None = None,
-               previous_characters: list[str] | None = None) -> Anchor:
+               previous_characters: list[str] | None = None, previous_source: np.ndarray | None = None) -> Anchor:
         """predicted: the engine's visual tokens (n_visual, D); previous_frame: uint8 (H, W, 3), the
         last frame the player saw; previous_tokens: the visual tokens the previous turn was drawn from
         (both None on a session's first turn; the one ``continue_from`` names is used). ``reference``
         encodes ``previous_frame`` (needed only with one). ``previous_characters``: the characters the
-        previous turn was drawn for (``same_characters``; None: not known, any may continue)."""
+        previous turn was drawn for (``same_characters``; None: not known, any may continue).
+        ``previous_source``: the picture ``previous_tokens`` are, where known (a continued anchor's frame)."""
         cfg = self.config
         dev = next(encoder.parameters()).device  # the bank is encoded there; the engine's tokens come from the CPU
         predicted = predicted.float().to(dev)
@@ -294,7 +335,8 @@ class VisualAnchors(nn.Module):
             recast = (cfg.same_characters and previous_characters is not None
                       and sorted(previous_characters) != sorted(characters))
             if persists and not recast:
-                return Anchor(seen, "continued", distance)
+                frame = previous_frame if cfg.continue_from == "frame" else previous_source
+                return Anchor(seen, "continued", distance, frame=frame)
         if not cfg.retrieval:
             return Anchor(predicted, "engine", distance)
         tokens, pooled = self._bank(encoder.visual)
@@ -303,4 +345,14 @@ class VisualAnchors(nn.Module):
         d = relative_distance(self._pool(predicted[None]).expand(len(idx), -1), pooled[idx])
         near = idx[torch.argsort(d)[: cfg.top_k]].tolist()
         pick = near[int(torch.randint(len(near), (1,), generator=generator))]  # a CPU generator: same draw anywhere
-        return Anchor(tokens[pick], "retrieved", distance, pick)
+        return Anchor(tokens[pick], "retrieved", distance, pick, self.frame(pick))
+
+    @torch.no_grad()
+    def entry_of(self, tokens: torch.Tensor, encoder: ActionEncoder) -> int | None:
+        """The bank entry whose visual tokens these (n_visual, D) are (a retrieved anchor, saved with a turn and
+        read back), or None: other tokens (a player's character, a frame re-encoded)."""
+        bank, pooled = self._bank(encoder.visual)
+        tokens = tokens.float().to(bank.device)
+        best = int(torch.argmin(relative_distance(self._pool(tokens[None]).expand(len(pooled), -1), pooled)))
+        # saved turns keep their tokens in fp16: a match is within its rounding, far below any two frames' distance
+        return best if float(relative_distance(tokens.flatten(), bank[best].flatten())) < 1e-4 else None

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import replace
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from animegamer.decoder.diffusion import DiffusionConfig
 from animegamer.decoder.motion_control import control_motion
 from animegamer.decoder.network import DecoderConfig, DecoderNet
 from animegamer.decoder.sampler import SamplerConfig, sample
+from animegamer.decoder.source_detail import transfer_details
 from animegamer.representation.reference_encoder import LatentReference
 
 FORMAT = "animegamer-shot-decoder"
@@ -129,34 +131,57 @@ class ShotDecoder(nn.Module):
         steps: int | None = None,
         guidance: float | None = None,
         autocast: bool | None = None,
+        source: np.ndarray | list[np.ndarray | None] | None = None,
     ) -> np.ndarray:
         """s_a (N, D) -> uint8 (T, H, W, 3); s_a (B, N, D) -> uint8 (B, T, H, W, 3).
 
         ``generator`` seeds the initial noise (the only randomness): same seed, same shot.
         ``steps`` / ``guidance`` default to the sampler's settings (a measured trade-off).
+        ``source``: the real picture (uint8 H x W x 3; one or None per shot for a batch) whose tokens s_a's
+        visual part is; with the sampler's ``source_detail`` the shot starts from it (decoder/source_detail.py).
         """
         single = s_a.dim() == 2
         if single:
             s_a = s_a.unsqueeze(0)  # (1, N, D)
+        sources = [source] if single else source
         latents = self.sample_latents(s_a, motion_level, generator, steps, guidance, autocast)
-        frames = self.decode_shots(latents, motion_level, autocast)  # (B, T, H, W, 3)
+        frames = self.decode_shots(latents, motion_level, autocast, sources)  # (B, T, H, W, 3)
         return frames[0] if single else frames
 
     @torch.no_grad()
     def decode_shots(self, latents: torch.Tensor, motion_level: int | torch.Tensor | None,
-                     autocast: bool | None = None) -> np.ndarray:
-        """Sampled latents (B, F, C', h, w) -> uint8 (B, T, H, W, 3) as the player sees them: decoded, and
-        with the sampler's motion control on, each shot whose flow reads another level than asked decoded
-        again at a corrected motion scale (decoder/motion_control.py)."""
-        frames = frames_to_uint8(self.decode_latents(latents, autocast))  # (B, T, H, W, 3)
-        levels = self._motion(motion_level, latents.shape[0])
+                     autocast: bool | None = None, sources: list[np.ndarray | None] | None = None) -> np.ndarray:
+        """Sampled latents (B, F, C', h, w) -> uint8 (B, T, H, W, 3) as the player sees them: decoded, with
+        the sampler's source detail on the detail of each shot's source picture carried along its flow
+        (``sources``: one uint8 H x W x 3 or None per shot), and with the motion control on, each shot whose
+        flow reads another level than asked decoded again at a corrected motion scale
+        (decoder/motion_control.py), measured on the frames the player will see."""
+        b = latents.shape[0]
+        if sources is not None and len(sources) != b:
+            raise ValueError(f"decode_shots: {len(sources)} source pictures for {b} shots")
+        size = self.frame_size
+        if sources is not None and any(s is not None and s.shape != (*size, 3) for s in sources):
+            raise ValueError(f"decode_shots: a source picture must be uint8 {size[0]} x {size[1]} x 3, got "
+                             f"{[None if s is None else s.shape for s in sources]}")
+        detail = self.sampler.source_detail and sources is not None and any(s is not None for s in sources)
+
+        def decoder_of(shots: list[np.ndarray | None] | None):  # latents of these shots -> what is shown
+            def decode(x: torch.Tensor) -> np.ndarray:
+                frames = frames_to_uint8(self.decode_latents(x, autocast))  # (n, T, H, W, 3)
+                return transfer_details(frames, shots) if detail else frames
+            return decode
+
+        frames = decoder_of(sources)(latents)
+        levels = self._motion(motion_level, b)
         if self.sampler.motion_control_max_scale is None or levels is None:
             return frames
         levels = levels.cpu()
         scales = torch.tensor(self.sampler.motion_scale_by_level or [1.0] * 5)[levels - 1]  # (B,)
-        return control_motion(latents, frames, levels, scales, self.sampler.motion_control_max_scale,
-                              lambda x: frames_to_uint8(self.decode_latents(x, autocast)),
-                              self.diffusion.noise_frame_groups)
+        return np.concatenate([  # one shot at a time: a re-decoded shot keeps its own source picture
+            control_motion(latents[i:i + 1], frames[i:i + 1], levels[i:i + 1], scales[i:i + 1],
+                           self.sampler.motion_control_max_scale,
+                           decoder_of(None if sources is None else sources[i:i + 1]), self.diffusion.noise_frame_groups)
+            for i in range(b)])
 
     def latent_reference(self) -> LatentReference:
         """The frame encoder that made this decoder's f_v: the autoencoder's first-frame latent in patches
@@ -172,18 +197,29 @@ class ShotDecoder(nn.Module):
     @torch.no_grad()
     def anchor(self, s_a: torch.Tensor, previous_frame: np.ndarray | None, previous_s_a: torch.Tensor | None,
                characters: list[str], generator: torch.Generator | None = None,
-               previous_characters: list[str] | None = None) -> tuple[torch.Tensor, Anchor | None]:
+               previous_characters: list[str] | None = None,
+               previous_shot: Callable[[], np.ndarray] | None = None) -> tuple[torch.Tensor, Anchor | None]:
         """The s_a to draw (N, D): the engine's ``s_a`` with its visual tokens replaced by the anchor
         (decoder/anchors.py), and the anchor; without anchors, ``s_a`` itself and None. ``previous_frame``
         (uint8 H x W x 3) and ``previous_s_a`` (N, D): the last frame shown and the s_a it was drawn from
-        (None on a first turn); ``previous_characters``: who that shot was drawn for."""
+        (None on a first turn); ``previous_characters``: who that shot was drawn for; ``previous_shot``: reads
+        that shot back as shown, uint8 (T, H, W, 3), called only where needed: with source detail its first
+        frame is the picture it was drawn from, which a continued anchor starts from again where the bank
+        does not hold its tokens (a player's character)."""
         if self.anchors is None:
             return s_a, None
         c = self.config
         reference = self.latent_reference() if previous_frame is not None else None  # "frame" continuation only
         previous_tokens = previous_s_a[c.n_text:] if previous_s_a is not None else None
+        previous_source = None
+        if previous_tokens is not None and self.sampler.source_detail:
+            entry = self.anchors.entry_of(previous_tokens, self.net.action_encoder)
+            if entry is not None:
+                previous_source = self.anchors.frame(entry)
+            elif previous_shot is not None:
+                previous_source = previous_shot()[0]
         a = self.anchors.choose(s_a[c.n_text:], self.net.action_encoder, reference, previous_frame,
-                                previous_tokens, characters, generator, previous_characters)
+                                previous_tokens, characters, generator, previous_characters, previous_source)
         drawn = s_a.clone().float()
         drawn[c.n_text:] = a.tokens.to(drawn)
         return drawn, a

@@ -41,6 +41,10 @@ class SamplerConfig:
     # Per-shot motion control (decoder/motion_control.py): a decoded shot whose flow reads another level
     # than asked is decoded again at a corrected motion scale, never above this total scale. None = off.
     motion_control_max_scale: float | None = None
+    # Source detail (decoder/source_detail.py): a shot drawn from a real picture (a visual anchor, a
+    # player's character) starts from that picture and carries its detail along the decoded shot's
+    # flow, past what the autoencoder can draw. False = the decoded pixels alone.
+    source_detail: bool = False
 
     def __post_init__(self) -> None:
         if self.steps < 1:
@@ -201,6 +205,9 @@ SAMPLER_OPTIONS: dict[str, tuple[tuple[str, ...], type, str | None, str]] = {
     "motion_control_max_scale": (("--motion-control",), float, "MAX_SCALE",
                                  "correct each decoded shot's motion scale (at most MAX_SCALE in all) until its "
                                  "flow reads the level asked for (decoder/motion_control.py; none = off)"),
+    "source_detail": (("--source-detail",), str, "on|off",
+                      "start a shot drawn from a real picture (a visual anchor, a player's character) from that "
+                      "picture, its detail carried along the decoded flow (decoder/source_detail.py)"),
 }
 
 
@@ -225,5 +232,9 @@ def sampler_overrides(args: argparse.Namespace) -> dict[str, Any]:
             value = parse_level_fractions(value, flags[0])
         elif name == "motion_scale_by_level":
             value = parse_motion_scales(value, flags[0])
+        elif name == "source_detail":
+            if value not in ("on", "off"):
+                raise ValueError(f"{flags[0]} must be 'on' or 'off', got {value!r}")
+            value = value == "on"
         out[name] = value
     return out

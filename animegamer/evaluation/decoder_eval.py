@@ -80,13 +80,16 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
         level = int(item["motion_level"])
         with torch.no_grad():
             s_a = decoder.net.action_encoder(item["f_md"][None], item["f_v"][None])[0]  # (N, D)
+        true = frames_of(row)
+        # the picture s_a's visual part is (its first frame): with source detail the shot starts from it
+        source = [true[0]] if decoder.sampler.source_detail else None
         latents = decoder.sample_latents(s_a[None], level, torch.Generator().manual_seed(seed + i), steps, guidance)
-        gen = decoder.decode_shots(latents, level)[0]  # exactly decoder(s_a, level, ...)
+        gen = decoder.decode_shots(latents, level, sources=source)[0]  # exactly decoder(s_a, level, ..., source)
         errors = latent_errors(decoder, latents[0], item["latents"])
         wrong_level = (level + 1) % 5 + 1
         wrong_latents = decoder.sample_latents(s_a[None], wrong_level, torch.Generator().manual_seed(seed + i),
                                                steps, guidance)
-        wrong = decoder.decode_shots(wrong_latents, wrong_level)[0]
+        wrong = decoder.decode_shots(wrong_latents, wrong_level, sources=source)[0]
         if errors is not None:
             out["latent_rms"].append(errors[0])
             out["latent_frame_sigma"].append(errors[1])
@@ -99,7 +102,6 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
         out["acc_f"].append(float(measured == level))
         by_level[level]["acc_f"].append(float(measured == level))
         out["acc_f_wrong_level"].append(float(motion_level_from_pixels(wrong, quant)[0] == level))
-        true = frames_of(row)
         for k, v in pixel_scores(*align_clips(gen, true)).items():
             if v is not None:  # MS-SSIM: None below its minimum frame size
                 out[k].append(v)

@@ -35,6 +35,7 @@ import time
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -221,18 +222,21 @@ class GameSession:
             progress("drawing", 0.35)
             anchors = game.decoder.anchors
             last = self.turns[-1] if self.turns else None
-            # the last frame the player saw, read back from its clip, so a reopened game continues alike
-            frame = frames_of(last.video_path)[-1] if last and anchors and anchors.config.continue_from == "frame" else None
+            # the last shot as the player saw it, read back from its clip (once, where needed), so a reopened
+            # game continues alike
+            shown = cache(partial(frames_of, last.video_path)) if last and anchors else None
+            frame = shown()[-1] if shown is not None and anchors.config.continue_from == "frame" else None
             named = named_characters(text, self.characters)
             drawn, anchor = game.decoder.anchor(pred.s_a, frame, last.s_a if last else None, named,
                                                 torch.Generator().manual_seed(seed),
-                                                named_characters(last.instruction, self.characters) if last else None)
+                                                named_characters(last.instruction, self.characters) if last else None,
+                                                shown)
             if any(c in game.custom for c in named) and (anchor is None or anchor.source != "continued"):
                 drawn, anchor = game.custom_anchor(pred.s_a, named, anchor)  # no bank frame shows them
             custom = anchor is not None and anchor.source == "custom"
             remembered = drawn if custom or (anchors and anchors.config.history == "drawn") else pred.s_a
-            frames = game.decoder(drawn, motion_level=pred.motion_level,
-                                  generator=torch.Generator().manual_seed(seed))
+            frames = game.decoder(drawn, motion_level=pred.motion_level, generator=torch.Generator().manual_seed(seed),
+                                  source=anchor.frame if anchor else None)
             t2 = time.perf_counter()
         progress("saving", 0.9)
 
@@ -378,7 +382,7 @@ class Game:
             frame = cv2.resize(frame, (w, h), interpolation=cv2.INTER_AREA)
         drawn = self.decoder.draw_from_frame(s_a, frame)
         return drawn, Anchor(drawn[self.decoder.config.n_text:], "custom",
-                             retrieved.distance if retrieved else None, retrieved.entry if retrieved else None)
+                             retrieved.distance if retrieved else None, retrieved.entry if retrieved else None, frame)
 
     # ------------------------------------------------------------------------- sessions
     def canonical_characters(self, characters: list[str] | str) -> list[str]:
