@@ -18,8 +18,8 @@ diffusion config) still loads.
 from __future__ import annotations
 
 import importlib
-from dataclasses import replace
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -165,7 +165,8 @@ class ShotDecoder(nn.Module):
                              f"{[None if s is None else s.shape for s in sources]}")
         detail = self.sampler.source_detail and sources is not None and any(s is not None for s in sources)
 
-        def decoder_of(shots: list[np.ndarray | None] | None):  # latents of these shots -> what is shown
+        def decoder_of(shots: list[np.ndarray | None] | None) -> Callable[[torch.Tensor], np.ndarray]:
+            """Latents of these shots -> the frames shown of them."""
             def decode(x: torch.Tensor) -> np.ndarray:
                 frames = frames_to_uint8(self.decode_latents(x, autocast))  # (n, T, H, W, 3)
                 return transfer_details(frames, shots) if detail else frames
