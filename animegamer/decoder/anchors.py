@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import collections
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -312,13 +312,15 @@ class VisualAnchors(nn.Module):
     def choose(self, predicted: torch.Tensor, encoder: ActionEncoder, reference: LatentReference | None,
                previous_frame: np.ndarray | None, previous_tokens: torch.Tensor | None,
                characters: list[str], generator: torch.Generator | None = None,
-               previous_characters: list[str] | None = None, previous_source: np.ndarray | None = None) -> Anchor:
+               previous_characters: list[str] | None = None,
+               previous_source: Callable[[], np.ndarray | None] | None = None) -> Anchor:
         """predicted: the engine's visual tokens (n_visual, D); previous_frame: uint8 (H, W, 3), the
         last frame the player saw; previous_tokens: the visual tokens the previous turn was drawn from
         (both None on a session's first turn; the one ``continue_from`` names is used). ``reference``
         encodes ``previous_frame`` (needed only with one). ``previous_characters``: the characters the
         previous turn was drawn for (``same_characters``; None: not known, any may continue).
-        ``previous_source``: the picture ``previous_tokens`` are, where known (a continued anchor's frame)."""
+        ``previous_source``: gives the picture ``previous_tokens`` are, where known; called only for a
+        continued anchor (its frame)."""
         cfg = self.config
         dev = next(encoder.parameters()).device  # the bank is encoded there; the engine's tokens come from the CPU
         predicted = predicted.float().to(dev)
@@ -335,7 +337,8 @@ class VisualAnchors(nn.Module):
             recast = (cfg.same_characters and previous_characters is not None
                       and sorted(previous_characters) != sorted(characters))
             if persists and not recast:
-                frame = previous_frame if cfg.continue_from == "frame" else previous_source
+                frame = previous_frame if cfg.continue_from == "frame" else (
+                    previous_source() if previous_source is not None else None)
                 return Anchor(seen, "continued", distance, frame=frame)
         if not cfg.retrieval:
             return Anchor(predicted, "engine", distance)

@@ -157,12 +157,6 @@ class ShotDecoder(nn.Module):
         flow reads another level than asked decoded again at a corrected motion scale
         (decoder/motion_control.py), measured on the frames the player will see."""
         b = latents.shape[0]
-        if sources is not None and len(sources) != b:
-            raise ValueError(f"decode_shots: {len(sources)} source pictures for {b} shots")
-        size = self.frame_size
-        if sources is not None and any(s is not None and s.shape != (*size, 3) for s in sources):
-            raise ValueError(f"decode_shots: a source picture must be uint8 {size[0]} x {size[1]} x 3, got "
-                             f"{[None if s is None else s.shape for s in sources]}")
         detail = self.sampler.source_detail and sources is not None and any(s is not None for s in sources)
 
         def decoder_of(shots: list[np.ndarray | None] | None) -> Callable[[torch.Tensor], np.ndarray]:
@@ -212,15 +206,15 @@ class ShotDecoder(nn.Module):
         c = self.config
         reference = self.latent_reference() if previous_frame is not None else None  # "frame" continuation only
         previous_tokens = previous_s_a[c.n_text:] if previous_s_a is not None else None
-        previous_source = None
-        if previous_tokens is not None and self.sampler.source_detail:
+        def previous_source() -> np.ndarray | None:  # asked for only when the scene continues
             entry = self.anchors.entry_of(previous_tokens, self.net.action_encoder)
             if entry is not None:
-                previous_source = self.anchors.frame(entry)
-            elif previous_shot is not None:
-                previous_source = previous_shot()[0]
+                return self.anchors.frame(entry)
+            return previous_shot()[0] if previous_shot is not None else None
+
         a = self.anchors.choose(s_a[c.n_text:], self.net.action_encoder, reference, previous_frame,
-                                previous_tokens, characters, generator, previous_characters, previous_source)
+                                previous_tokens, characters, generator, previous_characters,
+                                previous_source if self.sampler.source_detail else None)
         drawn = s_a.clone().float()
         drawn[c.n_text:] = a.tokens.to(drawn)
         return drawn, a
