@@ -48,7 +48,7 @@ def main() -> None:
     if anchors is None:
         raise SystemExit(f"{args.model} has no visual anchors (model pack --anchors DATA)")
     n_text = dec.config.n_text
-    bank, _ = anchors._bank(dec.net.action_encoder.visual)
+    bank = anchors.tokens(list(range(len(anchors))), dec.net.action_encoder.visual)
     pool0 = anchors.config.pool
     anchors.config.pool = (3, 3)
     pooled33 = anchors._pool(bank)

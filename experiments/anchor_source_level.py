@@ -40,7 +40,7 @@ def main() -> None:
             r = json.loads(line)
             levels[(Path(d).name, r["shot"])] = r["motion_level"]
     source = [levels[(e.get("data", Path(args.data[0]).name), e["shot"])] for e in bank.entries]
-    tokens, _ = bank._bank(game.decoder.net.action_encoder.visual)
+    tokens = bank.tokens(list(range(len(bank))), game.decoder.net.action_encoder.visual)
     pred = game.engine.predict([], args.instruction, states=game.new_session(["Qiqi"], seed=1).states)
     quant, rng, n_text = MotionQuantizer.load(), np.random.default_rng(0), game.decoder.config.n_text
     report = {}

@@ -1,10 +1,13 @@
-"""What the per-shot motion control changes: the turns of one `animegamer eval` whose decoded level
-differs between two systems, first / middle / last frame of each side by side, and the true shot.
+"""What one system changes against another: the turns of one `animegamer eval` where a column differs
+between the two (by default the level the decoded pixels read), first / middle / last frame of each
+side by side, and the true shot.
 
     .venv/bin/python experiments/motion_control_sheet.py EVAL_DIR --base animegamer --system mc3 \
-        --out docs/motion_control_contact_sheet.jpg [--turns 12]
+        --out docs/motion_control_contact_sheet.jpg [--turns 12] [--by anchor]
 
-Rows are labelled with the engine's level and the level (and flow) the pixels read for each system.
+Rows are labelled with the engine's level and the level (and flow) the pixels read for each system; with
+``--by anchor`` (the turns drawn from another kind of anchor) with the true verb and whether the
+evaluator's action classifier named it for each system.
 """
 from __future__ import annotations
 
@@ -40,11 +43,12 @@ def main() -> int:
     ap.add_argument("--base", default="animegamer")
     ap.add_argument("--system", required=True)
     ap.add_argument("--turns", type=int, default=12)
+    ap.add_argument("--by", default="ml_pixels", help="the per-turn column that must differ (default ml_pixels)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     base, other = rows_of(args.eval_dir, args.base), rows_of(args.eval_dir, args.system)
-    changed = [k for k in sorted(base) if k in other and base[k]["ml_pixels"] != other[k]["ml_pixels"]]
-    print(f"{len(changed)} of {len(base)} turns read another level with {args.system}")
+    changed = [k for k in sorted(base) if k in other and base[k].get(args.by) != other[k].get(args.by)]
+    print(f"{len(changed)} of {len(base)} turns differ in {args.by} with {args.system}")
     world = WorldDataset(args.eval_dir / "world")
     truth = {(r["session"], r["turn"]): r for r in world.rows}
     sessions = sorted({r["session"] for r in world.rows})
@@ -57,10 +61,15 @@ def main() -> int:
                                 np.full((a.shape[1], 6, 3), 255, np.uint8), three(t)], axis=1)
         label = np.full((14, strip.shape[1], 3), 255, np.uint8)
         img = Image.fromarray(label)
-        ImageDraw.Draw(img).text(
-            (2, 1), f"engine level {base[key]['ml_engine']} | {args.base}: reads {base[key]['ml_pixels']} "
-                    f"(flow {base[key]['flow']:.2f}) | {args.system}: reads {other[key]['ml_pixels']} "
-                    f"(flow {other[key]['flow']:.2f}) | truth: level {base[key]['ml_true']}", fill=(0, 0, 0))
+        text = (f"engine level {base[key]['ml_engine']} | {args.base}: reads {base[key]['ml_pixels']} "
+                f"(flow {base[key]['flow']:.2f}) | {args.system}: reads {other[key]['ml_pixels']} "
+                f"(flow {other[key]['flow']:.2f}) | truth: level {base[key]['ml_true']}")
+        if args.by != "ml_pixels":
+            named = {1.0: "named", 0.0: "not named"}
+            text = (f"{truth[key]['motion']}: \"{truth[key]['instruction'][:70]}\" | {args.base}: {base[key].get('anchor')}, "
+                    f"{named.get(base[key].get('action_acc'), '?')} | {args.system}: {other[key].get('anchor')}, "
+                    f"{named.get(other[key].get('action_acc'), '?')}")
+        ImageDraw.Draw(img).text((2, 1), text, fill=(0, 0, 0))
         pieces += [np.asarray(img), strip]
     sheet = np.concatenate(pieces, axis=0)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ from PIL import Image
 from tiny_game import CAST
 
 from animegamer.cli import main
+from animegamer.decoder.anchors import Anchor
 from animegamer.game.characters import BOOK_NAME, CharacterBook, CharacterError, cut_out, from_description, read_picture
 from animegamer.game.session import Game, GameInputError
 from animegamer.game.web import build_app
@@ -72,6 +73,15 @@ def test_two_characters_of_your_own_in_one_shot(models, tmp_path):
                                                                                       interpolation=cv2.INTER_AREA)))
     turn = game.new_session(["Neko", "Taro"], seed=3).step("Neko talks with Taro")
     assert turn.anchor == "custom"
+    # in the pose of the verb the bank read the engine's motion as (a pair's verb for two, one's for one)
+    extra = {c: game.custom[c].spec for c in ("Neko", "Taro")}
+    for named, verb, shown in ((["Neko"], "sit", "sit"), (["Neko"], "hug", "wave"), (["Neko", "Taro"], "hug", "hug"),
+                               (["Neko", "Taro"], "sit", "play_with")):
+        read = Anchor(s_a[game.decoder.config.n_text:], "retrieved", None, None, None, verb)
+        drawn, _ = game.custom_anchor(s_a, named, read)
+        want = render_action(tuple(named), shown, "", "meadow", "day", extra_cast=extra, **size)[0]
+        assert torch.allclose(drawn, game.decoder.draw_from_frame(s_a, cv2.resize(want, (w, h),
+                                                                                  interpolation=cv2.INTER_AREA)))
 
 
 @pytest.mark.parametrize("name,description,match", [

@@ -42,13 +42,10 @@ def tiny(tmp_path_factory):
     VisionTower(vision_tower_config("tiny")).save_pretrained(root / "clip" / "final" / "vision_tower")
     # an action classifier beside the tower, as the shipped weights/evaluator holds one (48 x 64 input:
     # shots of other sizes are resized to it)
-    from transformers import VideoMAEForVideoClassification
-
-    from animegamer.models.action_classifier import ACTION_DIR, classifier_config
+    from animegamer.models.action_classifier import ACTION_DIR, build_classifier
     from animegamer.training.fit_action_classifier import world_verbs
 
-    VideoMAEForVideoClassification(classifier_config("tiny", world_verbs(), 48, 64)).save_pretrained(
-        root / "clip" / "final" / ACTION_DIR)
+    build_classifier("tiny", world_verbs(), 48, 64).save_pretrained(root / "clip" / "final" / ACTION_DIR)
     # and a frame classifier (who, where, when; the picture columns)
     from animegamer.models.frame_classifier import FRAME_DIR, FrameClassifier
     from animegamer.models.frame_classifier import PRESETS as BACKBONES

@@ -50,8 +50,10 @@ def test_tiny_recipe_saves_itself_and_grades_its_model(tiny_runs):
         [start["diffusion"][k] for k in ("latent_scale", "latent_shift")]
     anchors = json.loads((tiny_runs / "model" / "shot_decoder" / "anchors" / "anchors.json").read_text())
     assert anchors["entries"] and all(e["characters"] for e in anchors["entries"])  # the world's train shots
-    scenes = collections.Counter((tuple(sorted(e["characters"])), e["place"], e["time"]) for e in anchors["entries"])
-    assert max(scenes.values()) <= 2  # --anchors-per-scene 2
+    acts = collections.Counter((tuple(sorted(e["characters"])), e["place"], e["time"], e["motion"])
+                               for e in anchors["entries"])
+    assert max(acts.values()) == 1 and anchors["motions"]  # --anchors-per-action 1, the motions kept for by_action
+    assert {m["verb"] for m in anchors["motions"]} == {e["motion"] for e in anchors["entries"]}
 
 
 def test_rerun_skips_finished_steps(tiny_runs):

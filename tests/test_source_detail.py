@@ -128,7 +128,7 @@ def test_the_bank_keeps_its_pictures(tmp_path):
     dec.save_pretrained(tmp_path / "dec")
     back = ShotDecoder.from_pretrained(tmp_path / "dec").anchors
     assert all(np.array_equal(back.frame(i), dec.anchors.frame(i)) for i in range(len(back)))
-    tokens = back._bank(dec.net.action_encoder.visual)[0]
+    tokens = back.tokens(list(range(len(back))), dec.net.action_encoder.visual)
     assert back.entry_of(tokens[2].half(), dec.net.action_encoder) == 2  # read back from a saved turn (fp16)
     assert back.entry_of(tokens[2] + 1.0, dec.net.action_encoder) is None  # other tokens: not the bank's
     plain = VisualAnchors(dec.anchors.f_v, dec.anchors.entries, dec.anchors.grid)  # a bank of tokens only

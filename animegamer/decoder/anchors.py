@@ -25,6 +25,12 @@ an anchor bank (``ShotDecoder.anchors``), replaces the engine's visual tokens be
   any one frame of it), or, where the scene persists under other characters, the one of what was
   shown; the candidates are those of that scene where the bank has the turn's characters there.
 
+- **the action** (``by_action``): a first frame carries its action's pose (sitting, lying, on a broom),
+  and the decoder keeps the pose it starts from. So the engine's motion tokens are read as a verb
+  (the nearest of the bank's motions, through E_a's text stream) and retrieval prefers the candidates
+  whose shot shows that verb; with ``repose`` a persisting scene whose anchor shows another verb is
+  drawn again from a shot of that verb in the same scene, where the bank has one ("reposed").
+
 The engine's text tokens (the motion), its motion level and its state changes are kept. The history
 fed back to the engine carries the s_a each shot was drawn from (``history`` "drawn"): what the player
 saw, and real frames like the true s_a the engine was trained on. Measured: docs/results/picture.md.
@@ -34,9 +40,12 @@ detail (decoder/source_detail.py) the shot starts from it, past what the autoenc
 
 On disk, ``shot_decoder/anchors/``: ``anchors.json`` (format, config, each entry's characters,
 place, time and source shot) and ``anchors.safetensors`` (the entries' f_v: the autoencoder-latent
-patches of the first frame, fp16; and the first frames themselves, losslessly compressed WebP bytes in
-one uint8 tensor with their offsets; a bank without them draws from the tokens alone). Built by
-``model pack --anchors DATA`` from the training world.
+patches of the first frame, in int8 with one scale per token, a quarter of fp32; the first frames
+themselves, WebP bytes in one uint8 tensor with their offsets, lossless or at a quality that keeps
+them within a few grey levels, a bank without them draws from the tokens alone; and the motion
+texts' f_md, the text encoder's tokens of each motion the bank shows, which anchors.json lists with
+their verbs, a bank without them does not choose by action). Built by ``model pack --anchors DATA``
+from the training world.
 """
 from __future__ import annotations
 
@@ -65,7 +74,7 @@ from animegamer.representation.reference_encoder import LatentReference
 from animegamer.world.dataset import WorldDataset
 
 FORMAT = "animegamer-visual-anchors"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: f_v in int8 with per-token scales, and the motions; 1 (fp16 f_v) still loads
 CONFIG_NAME = "anchors.json"
 WEIGHTS_NAME = "anchors.safetensors"
 
@@ -93,6 +102,15 @@ class AnchorConfig:
     # Retrieval names the scene (place, time) by the nearest mean of the bank's entries of each scene
     # and keeps that scene's candidates where the bank has the turn's characters there.
     scene_classes: bool = True
+    # Choose for the action as well (module doc); a bank without motions (older, or a film's clips before
+    # annotation) cannot, and draws as without it.
+    by_action: bool = True
+    # With by_action, a persisting scene whose anchor shows another verb is drawn again from a shot of the
+    # turn's verb in that scene ("reposed"); off, the scene continues from its anchor (its props and layout
+    # stay; its pose too) and only retrieval chooses by action. Off by default: the other shot of the place
+    # has other props and positions, and the consecutive shots of a scene stopped looking alike
+    # (docs/results/actions.md).
+    repose: bool = False
 
     def __post_init__(self) -> None:
         self.pool = tuple(int(p) for p in self.pool)  # JSON gives a list
@@ -145,12 +163,26 @@ def named_characters(instruction: str, characters: list[str]) -> list[str]:
     return named or list(characters[:1])
 
 
-def encode_frame(frame: np.ndarray) -> np.ndarray:
-    """uint8 (H, W, 3) RGB -> lossless WebP bytes (uint8 vector): a bank frame at a fifth of its size."""
-    ok, data = cv2.imencode(".webp", np.ascontiguousarray(frame[..., ::-1]), [cv2.IMWRITE_WEBP_QUALITY, 101])
+def encode_frame(frame: np.ndarray, quality: int | None = None) -> np.ndarray:
+    """uint8 (H, W, 3) RGB -> WebP bytes (uint8 vector): lossless (None), a fifth of the raw size, or lossy
+    at ``quality`` 1-100 (90: about a twelfth, 34 dB on the world's frames)."""
+    if quality is not None and not 1 <= quality <= 100:
+        raise ValueError(f"anchors: a frame quality is 1-100 (None: lossless), got {quality}")
+    ok, data = cv2.imencode(".webp", np.ascontiguousarray(frame[..., ::-1]),
+                            [int(cv2.IMWRITE_WEBP_QUALITY), 101 if quality is None else int(quality)])
     if not ok:
         raise ValueError(f"anchors: could not encode a {frame.shape} frame")
     return data.reshape(-1)
+
+
+def quantize_tokens(f_v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(M, n, d) -> int8 values and one fp32 scale per token (M, n, 1): what the bank stores."""
+    scale = f_v.float().abs().amax(-1, keepdim=True).clamp_min(1e-8) / 127
+    return torch.round(f_v.float() / scale).clamp(-127, 127).to(torch.int8), scale
+
+
+def dequantize_tokens(values: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    return values.float() * scale.float()
 
 
 def decode_frame(data: np.ndarray) -> np.ndarray:
@@ -170,19 +202,31 @@ class Anchor:
     distance: float | None = None
     entry: int | None = None  # the bank entry, for a retrieved anchor
     frame: np.ndarray | None = None  # the picture the tokens are (uint8 H x W x 3), where it is known
+    verb: str | None = None  # the verb the engine's motion tokens were read as (``by_action``), else None
 
 
 class VisualAnchors(nn.Module):
     """A bank of true first frames (their f_v) with who is in them, and the rule that picks the anchor."""
 
     def __init__(self, f_v: torch.Tensor, entries: list[dict[str, Any]], grid: tuple[int, int],
-                 config: AnchorConfig | None = None, frames: list[np.ndarray] | None = None) -> None:
+                 config: AnchorConfig | None = None, frames: list[np.ndarray] | None = None,
+                 motions: list[dict[str, str]] | None = None, motion_f_md: torch.Tensor | None = None) -> None:
         super().__init__()
         if f_v.dim() != 3 or f_v.shape[0] != len(entries) or not entries:
             raise ValueError(f"anchors need f_v (M, n_visual, d_visual) with one entry each, got {tuple(f_v.shape)} "
                              f"for {len(entries)} entries")
         if frames is not None and len(frames) != len(entries):
             raise ValueError(f"anchors: {len(frames)} frames for {len(entries)} entries")
+        if (motions is None) != (motion_f_md is None) or (
+                motions is not None and (motion_f_md.dim() != 3 or len(motions) != motion_f_md.shape[0] or not motions)):
+            raise ValueError(f"anchors: motions need one f_md (K, n_text, d_text) each, got "
+                             f"{None if motion_f_md is None else tuple(motion_f_md.shape)} for "
+                             f"{None if motions is None else len(motions)} motions")
+        # the motions the bank shows (text and verb) and their f_md: what reads the engine's motion as a verb
+        self.motions = [dict(m) for m in motions] if motions is not None else None
+        self.register_buffer("motion_f_md", motion_f_md.float() if motion_f_md is not None else None, persistent=False)
+        self._verbs: list[str] = sorted({m["verb"] for m in self.motions}) if self.motions else []
+        self._verb_tokens: torch.Tensor | None = None  # (V, n_text, D): E_a's text tokens, mean per verb
         self.frames = frames  # each entry's first frame as encode_frame bytes, or None (tokens only)
         self.grid = (int(grid[0]), int(grid[1]))  # the visual tokens' rows x cols on the frame
         if self.grid[0] * self.grid[1] != f_v.shape[1]:
@@ -191,7 +235,8 @@ class VisualAnchors(nn.Module):
         self.register_buffer("f_v", f_v.float(), persistent=False)  # (M, n_visual, d_visual)
         self.entries = [dict(e) for e in entries]
         self._keys = [tuple(sorted(e["characters"])) for e in self.entries]
-        self._tokens: torch.Tensor | None = None  # E_a's visual tokens of the bank, made on first use
+        # E_a's visual tokens of the bank pooled to the coarse layout, made on first use; the tokens
+        # themselves are made for the entry drawn (a bank of thousands would hold hundreds of MB of them)
         self._pooled: torch.Tensor | None = None
         # the labelled scenes (place, time), at least two or none (a film's clips before annotation)
         labels = sorted({(e["place"], e["time"]) for e in self.entries if e.get("place") and e.get("time")})
@@ -206,64 +251,88 @@ class VisualAnchors(nn.Module):
     @torch.no_grad()
     def build(cls, data: str | Path | Sequence[str | Path], reference: LatentReference, split: str = "train",
               limit: int | None = None, config: AnchorConfig | None = None, progress: bool = True,
-              per_scene: int | None = None) -> VisualAnchors:
+              per_scene: int | None = None,
+              motion_features: Callable[[list[str]], torch.Tensor] | None = None,
+              per_action: int | None = None, frame_quality: int | None = None) -> VisualAnchors:
         """The first frames of the ``split`` shots of one or more world datasets (at most ``limit``),
         encoded by the decoder's own visual reference. ``per_scene``: keep at most this many shots of
         each (characters, place, time), so that a bank of bounded size covers as many of them as the
-        data shows (two-character scenes are rare in any one world)."""
+        data shows (two-character scenes are rare in any one world). ``per_action``: at most this many
+        of each (characters, place, time, verb), so that the bank shows each scene's cast in the poses
+        of the actions the data has. ``motion_features``: motion texts -> their f_md (K, n_text,
+        d_text), the decoder's text encoder; with it the bank keeps the motions its shots show
+        (``by_action``). ``frame_quality``: the stored pictures' WebP quality (None: lossless); the
+        tokens are made from the picture as stored."""
         sources = [data] if isinstance(data, (str, Path)) else list(data)
-        if per_scene is not None and per_scene < 1:
-            raise ValueError(f"anchors: per_scene must be >= 1, got {per_scene}")
-        rows, kept = [], collections.Counter()
+        for name, limit_ in (("per_scene", per_scene), ("per_action", per_action)):
+            if limit_ is not None and limit_ < 1:
+                raise ValueError(f"anchors: {name} must be >= 1, got {limit_}")
+        rows, kept, acted = [], collections.Counter(), collections.Counter()
         for source in sources:
             world = WorldDataset(source)
             for row in world.split_rows(split):
                 key = (tuple(sorted(row["characters"])), row.get("place"), row.get("time"))
-                if per_scene is None or kept[key] < per_scene:
+                if (per_scene is None or kept[key] < per_scene) and (
+                        per_action is None or acted[key + (row.get("motion"),)] < per_action):
                     kept[key] += 1
+                    acted[key + (row.get("motion"),)] += 1
                     rows.append((world, source, row))
         rows = rows[: limit or None]
         if not rows:
             raise ValueError(f"{', '.join(map(str, sources))}: no {split} shots to build anchors from")
         f_v, entries, frames = [], [], []
         for world, source, row in tqdm(rows, desc="anchors", unit="shot", disable=not progress, dynamic_ncols=True):
-            first = world.frames(row)[0]
-            f_v.append(reference.patch_tokens(frame_tensor(first))[0].half())
-            frames.append(encode_frame(first))
+            frames.append(encode_frame(world.frames(row)[0], frame_quality))
+            first = decode_frame(frames[-1])  # the picture as the game will see it
+            f_v.append(reference.patch_tokens(frame_tensor(first))[0].float())
+            known = row.get("motion") and row.get("motion_text")  # a film's unannotated clip: None
             entries.append({"characters": list(row["characters"]), "place": row.get("place"),
                             "time": row.get("time"), "shot": row["shot"],
+                            **({"motion": row["motion"], "motion_text": row["motion_text"]} if known else {}),
                             **({"data": Path(source).name} if len(sources) > 1 else {})})
-        return cls(torch.stack(f_v), entries, reference._grid(*first.shape[:2]), config, frames)
+        verb_of = {e["motion_text"]: e["motion"] for e in entries if "motion_text" in e}
+        motions = [{"text": t, "verb": verb_of[t]} for t in sorted(verb_of)] if motion_features and verb_of else None
+        motion_f_md = motion_features([m["text"] for m in motions]).float().half() if motions else None
+        f_v = dequantize_tokens(*quantize_tokens(torch.stack(f_v)))  # as stored: a reloaded bank draws alike
+        return cls(f_v, entries, reference._grid(*first.shape[:2]), config, frames, motions, motion_f_md)
 
     def frame(self, entry: int) -> np.ndarray | None:
         """The first frame of a bank entry (uint8 H x W x 3), or None for a bank of tokens only."""
         return None if self.frames is None else decode_frame(self.frames[entry])
 
     def save_pretrained(self, directory: str | Path) -> Path:
-        tensors = {"f_v": self.f_v.half().contiguous()}
+        values, scale = quantize_tokens(self.f_v)
+        tensors = {"f_v_int8": values.contiguous(), "f_v_scale": scale.contiguous()}
         if self.frames is not None:
             offsets = np.cumsum([0] + [len(f) for f in self.frames])
             tensors["frames"] = torch.from_numpy(np.concatenate(self.frames))
             tensors["frame_offsets"] = torch.from_numpy(offsets.astype(np.int64))
+        if self.motions is not None:
+            tensors["motion_f_md"] = self.motion_f_md.half().contiguous()
         with atomic_dir(directory) as tmp:
             save_safetensors_atomic(tensors, tmp / WEIGHTS_NAME)
             save_json_atomic({"format": FORMAT, "format_version": FORMAT_VERSION, "config": self.config.to_dict(),
-                              "grid": list(self.grid), "entries": self.entries}, tmp / CONFIG_NAME)
+                              "grid": list(self.grid), "entries": self.entries,
+                              **({"motions": self.motions} if self.motions is not None else {})}, tmp / CONFIG_NAME)
         return Path(directory)
 
     @classmethod
     def from_pretrained(cls, directory: str | Path) -> VisualAnchors:
         directory = Path(directory)
         meta = load_json(directory / CONFIG_NAME)
-        if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"{directory}: expected {FORMAT} v{FORMAT_VERSION}, found {meta.get('format')} "
+        if meta.get("format") != FORMAT or meta.get("format_version") not in (1, FORMAT_VERSION):
+            raise ValueError(f"{directory}: expected {FORMAT} v1 to v{FORMAT_VERSION}, found {meta.get('format')} "
                              f"v{meta.get('format_version')}")
         tensors = load_safetensors(directory / WEIGHTS_NAME)
         frames = None
         if "frames" in tensors:
             data, offsets = tensors["frames"].numpy(), tensors["frame_offsets"].tolist()
             frames = [data[a:b] for a, b in zip(offsets[:-1], offsets[1:])]
-        return cls(tensors["f_v"], meta["entries"], meta["grid"], AnchorConfig.from_dict(meta["config"]), frames)
+        # int8 with per-token scales; a bank saved before them holds f_v in fp16
+        f_v = (dequantize_tokens(tensors["f_v_int8"], tensors["f_v_scale"]) if "f_v_int8" in tensors
+               else tensors["f_v"].float())
+        return cls(f_v, meta["entries"], meta["grid"], AnchorConfig.from_dict(meta["config"]), frames,
+                   meta.get("motions"), tensors.get("motion_f_md"))
 
     # -- choosing ----------------------------------------------------------------------------------
     def _pool(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -272,16 +341,24 @@ class VisualAnchors(nn.Module):
         x = tokens.reshape(tokens.shape[0], rows, cols, -1).permute(0, 3, 1, 2)  # (M, D, rows, cols)
         return nn.functional.adaptive_avg_pool2d(x, self.config.pool).flatten(1)
 
-    def _bank(self, visual: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
-        if self._tokens is None:
-            with torch.no_grad():
-                p = next(visual.parameters())
-                self._tokens = visual(self.f_v.to(p)).float()  # (M, n_visual, D)
-                self._pooled = self._pool(self._tokens)
-                of = [(e.get("place"), e.get("time")) for e in self.entries]
-                self._scene_means = torch.stack([self._pooled[[i for i, s in enumerate(of) if s == lab]].mean(0)
-                                                 for lab in self._scene_labels]) if self._scene_labels else None
-        return self._tokens, self._pooled
+    @torch.no_grad()
+    def tokens(self, entries: int | list[int], visual: nn.Module) -> torch.Tensor:
+        """E_a's visual tokens of bank entries: (n_visual, D) for one, (len, n_visual, D) for a list."""
+        p = next(visual.parameters())
+        one = isinstance(entries, int)
+        out = visual(self.f_v[[entries] if one else entries].to(p)).float()
+        return out[0] if one else out
+
+    @torch.no_grad()
+    def _bank(self, visual: nn.Module) -> torch.Tensor:
+        """The bank's visual tokens pooled to the coarse layout (M, D * rows * cols), made on first use."""
+        if self._pooled is None:
+            self._pooled = torch.cat([self._pool(self.tokens(list(range(i, min(i + 512, len(self)))), visual))
+                                      for i in range(0, len(self), 512)])
+            of = [(e.get("place"), e.get("time")) for e in self.entries]
+            self._scene_means = torch.stack([self._pooled[[i for i, s in enumerate(of) if s == lab]].mean(0)
+                                             for lab in self._scene_labels]) if self._scene_labels else None
+        return self._pooled
 
     def scene(self, tokens: torch.Tensor, visual: nn.Module) -> tuple[str, str] | None:
         """The (place, time) whose mean bank entry is nearest to visual tokens (n_visual, D) in the
@@ -309,21 +386,65 @@ class VisualAnchors(nn.Module):
         return list(range(len(self.entries)))
 
     @torch.no_grad()
+    def verb(self, text_tokens: torch.Tensor, encoder: ActionEncoder) -> str | None:
+        """The verb motion tokens (n_text, D), the engine's, read as: the verb whose motions' E_a text
+        tokens (their mean) are nearest; None for a bank without motions."""
+        if not self._verbs:
+            return None
+        if self._verb_tokens is None:
+            c = encoder.config
+            if tuple(self.motion_f_md.shape[1:]) != (c.n_text, c.d_text_in):
+                raise ValueError(f"anchors: the bank's motions were encoded as {tuple(self.motion_f_md.shape[1:])} "
+                                 f"text tokens, this decoder reads ({c.n_text}, {c.d_text_in}): rebuild the bank "
+                                 "(model pack --anchors) with the decoder's text encoder")
+            p = next(encoder.parameters())
+            tokens = encoder.text(self.motion_f_md.to(p)).float()  # (K, n_text, D)
+            self._verb_tokens = torch.stack([tokens[[i for i, m in enumerate(self.motions) if m["verb"] == v]].mean(0)
+                                             for v in self._verbs])  # (V, n_text, D)
+        t = text_tokens.float().to(self._verb_tokens.device)
+        return self._verbs[int(torch.argmin(relative_distance(t[None].expand_as(self._verb_tokens), self._verb_tokens)))]
+
+    def _draw(self, near_to: torch.Tensor, candidates: list[int], encoder: ActionEncoder,
+              generator: torch.Generator | None) -> int:
+        """Among ``candidates``, one of the ``top_k`` nearest to visual tokens (n_visual, D) in the pooled
+        layout, drawn with ``generator`` (a CPU generator: the same draw on any device)."""
+        pooled = self._bank(encoder.visual)
+        idx = torch.tensor(candidates, device=pooled.device)
+        d = relative_distance(self._pool(near_to[None].float().to(pooled.device)).expand(len(idx), -1), pooled[idx])
+        near = idx[torch.argsort(d)[: self.config.top_k]].tolist()
+        return near[int(torch.randint(len(near), (1,), generator=generator))]
+
+    def _reposed(self, seen: torch.Tensor, verb: str, encoder: ActionEncoder,
+                 generator: torch.Generator | None) -> int | None:
+        """For a persisting scene whose anchor ``seen`` is a bank entry of another verb: an entry of the
+        same characters and scene that shows ``verb``, nearest to ``seen``; else None (keep continuing)."""
+        entry = self.entry_of(seen, encoder)
+        if entry is None or self.entries[entry].get("motion") in (None, verb):
+            return None
+        e = self.entries[entry]
+        same = [i for i, k in enumerate(self._keys) if k == self._keys[entry] and self.entries[i].get("motion") == verb
+                and (self.entries[i].get("place"), self.entries[i].get("time")) == (e.get("place"), e.get("time"))]
+        return self._draw(seen, same, encoder, generator) if same else None
+
+    @torch.no_grad()
     def choose(self, predicted: torch.Tensor, encoder: ActionEncoder, reference: LatentReference | None,
                previous_frame: np.ndarray | None, previous_tokens: torch.Tensor | None,
                characters: list[str], generator: torch.Generator | None = None,
                previous_characters: list[str] | None = None,
-               previous_source: Callable[[], np.ndarray | None] | None = None) -> Anchor:
+               previous_source: Callable[[], np.ndarray | None] | None = None,
+               predicted_text: torch.Tensor | None = None) -> Anchor:
         """predicted: the engine's visual tokens (n_visual, D); previous_frame: uint8 (H, W, 3), the
         last frame the player saw; previous_tokens: the visual tokens the previous turn was drawn from
         (both None on a session's first turn; the one ``continue_from`` names is used). ``reference``
         encodes ``previous_frame`` (needed only with one). ``previous_characters``: the characters the
         previous turn was drawn for (``same_characters``; None: not known, any may continue).
         ``previous_source``: gives the picture ``previous_tokens`` are, where known; called only for a
-        continued anchor (its frame)."""
+        continued anchor (its frame). ``predicted_text``: the engine's motion tokens (n_text, D), which
+        ``by_action`` reads as a verb (None: not chosen for the action)."""
         cfg = self.config
         dev = next(encoder.parameters()).device  # the bank is encoded there; the engine's tokens come from the CPU
         predicted = predicted.float().to(dev)
+        verb = self.verb(predicted_text, encoder) if cfg.by_action and predicted_text is not None else None
         distance = None
         seen = None
         if cfg.continue_from == "frame" and previous_frame is not None:
@@ -337,25 +458,27 @@ class VisualAnchors(nn.Module):
             recast = (cfg.same_characters and previous_characters is not None
                       and sorted(previous_characters) != sorted(characters))
             if persists and not recast:
+                pick = self._reposed(seen, verb, encoder, generator) if verb is not None and cfg.repose else None
+                if pick is not None:
+                    return Anchor(self.tokens(pick, encoder.visual), "reposed", distance, pick, self.frame(pick), verb)
                 frame = previous_frame if cfg.continue_from == "frame" else (
                     previous_source() if previous_source is not None else None)
-                return Anchor(seen, "continued", distance, frame=frame)
+                return Anchor(seen, "continued", distance, frame=frame, verb=verb)
         if not cfg.retrieval:
-            return Anchor(predicted, "engine", distance)
-        tokens, pooled = self._bank(encoder.visual)
+            return Anchor(predicted, "engine", distance, verb=verb)
         scene = self.scene(seen if persists else predicted, encoder.visual) if cfg.scene_classes else None
-        idx = torch.tensor(self.candidates(characters, scene), device=dev)
-        d = relative_distance(self._pool(predicted[None]).expand(len(idx), -1), pooled[idx])
-        near = idx[torch.argsort(d)[: cfg.top_k]].tolist()
-        pick = near[int(torch.randint(len(near), (1,), generator=generator))]  # a CPU generator: same draw anywhere
-        return Anchor(tokens[pick], "retrieved", distance, pick, self.frame(pick))
+        candidates = self.candidates(characters, scene)
+        acting = [i for i in candidates if verb is not None and self.entries[i].get("motion") == verb]
+        pick = self._draw(predicted, acting or candidates, encoder, generator)
+        return Anchor(self.tokens(pick, encoder.visual), "retrieved", distance, pick, self.frame(pick), verb)
 
     @torch.no_grad()
     def entry_of(self, tokens: torch.Tensor, encoder: ActionEncoder) -> int | None:
         """The bank entry whose visual tokens these (n_visual, D) are (a retrieved anchor, saved with a turn and
         read back), or None: other tokens (a player's character, a frame re-encoded)."""
-        bank, pooled = self._bank(encoder.visual)
-        tokens = tokens.float().to(bank.device)
+        pooled = self._bank(encoder.visual)
+        tokens = tokens.float().to(pooled.device)
         best = int(torch.argmin(relative_distance(self._pool(tokens[None]).expand(len(pooled), -1), pooled)))
         # saved turns keep their tokens in fp16: a match is within its rounding, far below any two frames' distance
-        return best if float(relative_distance(tokens.flatten(), bank[best].flatten())) < 1e-4 else None
+        found = self.tokens(best, encoder.visual)
+        return best if float(relative_distance(tokens.flatten(), found.flatten())) < 1e-4 else None

@@ -214,7 +214,7 @@ class ShotDecoder(nn.Module):
 
         a = self.anchors.choose(s_a[c.n_text:], self.net.action_encoder, reference, previous_frame,
                                 previous_tokens, characters, generator, previous_characters,
-                                previous_source if self.sampler.source_detail else None)
+                                previous_source if self.sampler.source_detail else None, s_a[:c.n_text])
         drawn = s_a.clone().float()
         drawn[c.n_text:] = a.tokens.to(drawn)
         return drawn, a

@@ -30,6 +30,18 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
     pk.add_argument("--anchor-limit", type=int, default=None, metavar="N", help="at most N anchor shots (default: all)")
     pk.add_argument("--anchors-per-scene", type=int, default=None, metavar="N",
                     help="at most N anchor shots of each (characters, place, time) (default: all)")
+    pk.add_argument("--anchors-per-action", type=int, default=None, metavar="N",
+                    help="at most N anchor shots of each (characters, place, time, verb) (default: all)")
+    pk.add_argument("--anchors-frame-quality", type=int, default=None, metavar="Q",
+                    help="store the anchors' pictures as WebP of quality Q (1-100; default lossless)")
+    pk.add_argument("--anchors-by-action", choices=("on", "off"), default="on",
+                    help="choose the anchor for the action too: a shot of the verb the engine's motion names, where "
+                         "the bank has one (decoder/anchors.py; default on)")
+    pk.add_argument("--anchors-repose", choices=("on", "off"), default="off",
+                    help="with --anchors-by-action: draw a persisting scene again from a shot of the turn's verb (on), "
+                         "or continue it from its anchor, keeping its props and layout (off, the default)")
+    pk.add_argument("--text-encoder", default=None, metavar="DIR",
+                    help="the decoder's text encoder, which encodes the anchors' motions (default: the bundled MiniLM)")
     pk.add_argument("--no-anchors", action="store_true",
                     help="drop the decoder's visual anchors: the game draws the engine's visual tokens (the paper)")
     pk.add_argument("--provenance", default=None, metavar="JSON",
@@ -49,7 +61,10 @@ def _pack(args: argparse.Namespace) -> int:
     try:
         out = pack_model(args.engine, args.decoder, args.out, fp16=not args.fp32, provenance=prov, sampler=sampler,
                          autoencoder=autoencoder, anchors=False if args.no_anchors else args.anchors,
-                         anchor_limit=args.anchor_limit, anchors_per_scene=args.anchors_per_scene)
+                         anchor_limit=args.anchor_limit, anchors_per_scene=args.anchors_per_scene,
+                         text_encoder=args.text_encoder, anchors_by_action=args.anchors_by_action == "on",
+                         anchors_repose=args.anchors_repose == "on",
+                         anchors_per_action=args.anchors_per_action, anchor_frame_quality=args.anchors_frame_quality)
     except (ValueError, FileNotFoundError) as e:
         raise SystemExit(f"model pack: {e}") from None
     print(f"model written to {out} ({model_bytes(out) / 1e6:.1f} MB)")

@@ -23,10 +23,11 @@ import torch
 
 from animegamer.core.checkpoint import atomic_dir, load_safetensors, save_json_atomic, save_safetensors_atomic
 from animegamer.core.runs import ENGINE_WEIGHTS, resolve_decoder, resolve_engine
-from animegamer.decoder.anchors import VisualAnchors
+from animegamer.decoder.anchors import AnchorConfig, VisualAnchors
 from animegamer.decoder.pipeline import ShotDecoder
 from animegamer.engine.model import load_engine, save_engine
 from animegamer.models.autoencoder import ShotAutoencoder
+from animegamer.models.text_encoder import TextEncoder, TextEncoderConfig
 from animegamer.world.cast import load_cast
 
 
@@ -41,7 +42,9 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
                provenance: dict[str, Any] | None = None, sampler: dict[str, Any] | None = None,
                autoencoder: str | Path | None = None,
                anchors: str | Path | Sequence[str | Path] | bool | None = None,
-               anchor_limit: int | None = None, anchors_per_scene: int | None = None) -> Path:
+               anchor_limit: int | None = None, anchors_per_scene: int | None = None,
+               text_encoder: str | Path | None = None, anchors_by_action: bool = True, anchors_repose: bool = False,
+               anchors_per_action: int | None = None, anchor_frame_quality: int | None = None) -> Path:
     """Copy the engine and shot decoder of two runs into one model directory (see module doc).
 
     ``sampler``: SamplerConfig fields that replace the ones stored with the decoder (the game's
@@ -50,8 +53,10 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
     decoder's own: a decoder-only fine-tune of it (`train vae --init --decoder-only`), whose encoder
     and latent scale must be the decoder's, so the latents mean the same. ``anchors``: world datasets
     whose train shots' first frames become the decoder's visual anchors (decoder/anchors.py), at most
-    ``anchors_per_scene`` of each (characters, place, time); False drops the anchors the decoder has;
-    None keeps them."""
+    ``anchors_per_scene`` of each (characters, place, time) and ``anchors_per_action`` of each (characters,
+    place, time, verb), their pictures stored at ``anchor_frame_quality`` (None: lossless), with the motions they show encoded by
+    ``text_encoder`` (the decoder's; None: the bundled MiniLM) so that the game can choose them for the
+    action (``anchors_by_action``, ``anchors_repose``: AnchorConfig); False drops the anchors the decoder has; None keeps them."""
 
     engine_dir, decoder_dir = resolve_engine(engine), resolve_decoder(decoder)
     eng = load_engine(engine_dir)
@@ -62,7 +67,10 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
         dec.anchors = None
     elif anchors is not None:
         dec.anchors = VisualAnchors.build(anchors, dec.latent_reference(), limit=anchor_limit,
-                                          per_scene=anchors_per_scene)
+                                          per_scene=anchors_per_scene, per_action=anchors_per_action,
+                                          config=AnchorConfig(by_action=anchors_by_action, repose=anchors_repose),
+                                          motion_features=motion_features(dec, text_encoder),
+                                          frame_quality=anchor_frame_quality)
     built = anchors is not None and anchors is not False
     sampler = dict(sampler or {})
     for field in ("shared_noise_by_level", "motion_scale_by_level", "motion_control_max_scale"):
@@ -87,12 +95,29 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
                           "shot_decoder": {"from": str(decoder_dir), "metrics": _metrics(decoder_dir.parent)},
                           "dtype": "float16" if fp16 else "float32",
                           **({"anchors": {"from": [str(a) for a in _sources(anchors)], "shots": len(dec.anchors),
-                                          "per_scene": anchors_per_scene, "config": dec.anchors.config.to_dict()}}
+                                          "per_scene": anchors_per_scene, "per_action": anchors_per_action,
+                                          "frame_quality": anchor_frame_quality or "lossless",
+                                          "motions": len(dec.anchors.motions or []),
+                                          "config": dec.anchors.config.to_dict()}}
                              if built else {}),
                           **({"cast": cast} if cast else {}),
                           **({"sampler_override": sampler} if sampler else {}), **(provenance or {})},
                          tmp / "model.json")
     return Path(out)
+
+
+def motion_features(decoder: ShotDecoder, text_encoder: str | Path | None = None):
+    """texts -> f_md (K, n_text, d_text) by the decoder's text encoder (``text_encoder``, None: the bundled
+    MiniLM), loaded on first use; a ValueError when its width is not the one the decoder reads."""
+    c = decoder.config
+
+    def features(texts: list[str]) -> torch.Tensor:
+        text = TextEncoder(TextEncoderConfig(path=None if text_encoder is None else str(text_encoder), n_text=c.n_text))
+        if text.dim != c.d_text_in:
+            raise ValueError(f"the text encoder {text_encoder or '(bundled MiniLM)'} gives {text.dim}-wide tokens; "
+                             f"this decoder reads {c.d_text_in}: pass its own text encoder (--text-encoder)")
+        return text.token_states(texts, c.n_text)[0]
+    return features
 
 
 def _sources(anchors: str | Path | Sequence[str | Path]) -> list[str | Path]:

@@ -54,6 +54,7 @@ from animegamer.game.archive import restore_archive, write_archive
 from animegamer.game.characters import CharacterBook, CharacterError, CustomCharacter
 from animegamer.game.store import SessionStore, StoreError, TurnRow, export_session, frames_of
 from animegamer.world.cast import load_cast
+from animegamer.world.motions import verbs
 from animegamer.world.rules import HIGH, LOW, STATE_NAMES, apply_deltas, initial_states
 from animegamer.world.shot import render_action, render_cutout
 
@@ -356,10 +357,10 @@ class Game:
 
     def custom_anchor(self, s_a: torch.Tensor, named: list[str], retrieved: Anchor | None) -> tuple[torch.Tensor, Anchor]:
         """Draw a turn that names a custom character from a frame of it rendered by the world into the
-        place and time of the bank's anchor (or a meadow by day without a bank): two characters the
-        world can draw (custom ones, described or read from a picture, and the world's cast) stand
-        together in it; a character drawn from the cut-out of its picture (made before pictures were
-        fitted) stands alone."""
+        place and time of the bank's anchor (or a meadow by day without a bank), in the pose of the verb the
+        bank read the engine's motion as: two characters the world can draw (custom ones, described or
+        read from a picture, and the world's cast) stand together in it; a character drawn from the
+        cut-out of its picture (made before pictures were fitted) stands alone."""
         bank = self.decoder.anchors
         entry = bank.entries[retrieved.entry] if bank is not None and retrieved and retrieved.entry is not None else {}
         place, time_of_day = entry.get("place") or "meadow", entry.get("time") or "day"
@@ -370,14 +371,17 @@ class Game:
         # the world renders custom characters from their parameters (described or read from a picture) and its own cast
         together = len(pair) == 2 and all(self.custom[c].posed if c in self.custom else c in world_cast
                                           for c in pair)
+        # in the pose of the verb the engine's motion names (the bank reads it), where the world has that
+        # action for so many characters; else a neutral one: two apart, or one waving
+        verb = retrieved.verb if retrieved is not None else None
         if not who.posed:  # the player's picture, cut out and stood in the scene
             frame = render_cutout(np.asarray(Image.open(who.sprite).convert("RGBA")), place, time_of_day, **size)
-        elif together:  # a two-character action whose first frame shows both apart
-            frame = render_action(pair, "play_with", "", place, time_of_day, **size,
-                                  extra_cast={c: self.custom[c].spec for c in pair if c in self.custom})[0]
+        elif together:  # a two-character action whose first frame shows both
+            frame = render_action(pair, verb if verb in verbs(pair=True) else "play_with", "", place, time_of_day,
+                                  **size, extra_cast={c: self.custom[c].spec for c in pair if c in self.custom})[0]
         else:
-            frame = render_action((who.name,), "wave", "", place, time_of_day, extra_cast={who.name: who.spec},
-                                  **size)[0]
+            frame = render_action((who.name,), verb if verb in verbs(pair=False) else "wave", "", place, time_of_day,
+                                  extra_cast={who.name: who.spec}, **size)[0]
         if frame.shape[:2] != (h, w):
             frame = cv2.resize(frame, (w, h), interpolation=cv2.INTER_AREA)
         drawn = self.decoder.draw_from_frame(s_a, frame)
