@@ -15,7 +15,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,10 +53,11 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
     decoder's own: a decoder-only fine-tune of it (`train vae --init --decoder-only`), whose encoder
     and latent scale must be the decoder's, so the latents mean the same. ``anchors``: world datasets
     whose train shots' first frames become the decoder's visual anchors (decoder/anchors.py), at most
-    ``anchors_per_scene`` of each (characters, place, time) and ``anchors_per_action`` of each (characters,
-    place, time, verb), their pictures stored at ``anchor_frame_quality`` (None: lossless), with the motions they show encoded by
-    ``text_encoder`` (the decoder's; None: the bundled MiniLM) so that the game can choose them for the
-    action (``anchors_by_action``, ``anchors_repose``: AnchorConfig); False drops the anchors the decoder has; None keeps them."""
+    ``anchors_per_scene`` of each (characters, place, time) and ``anchors_per_action`` of each
+    (characters, place, time, verb), their pictures stored at ``anchor_frame_quality`` (None: lossless),
+    with the motions they show encoded by ``text_encoder`` (the decoder's; None: the bundled MiniLM) so
+    that the game can choose them for the action (``anchors_by_action``, ``anchors_repose``:
+    AnchorConfig); False drops the anchors the decoder has; None keeps them."""
 
     engine_dir, decoder_dir = resolve_engine(engine), resolve_decoder(decoder)
     eng = load_engine(engine_dir)
@@ -106,7 +107,8 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
     return Path(out)
 
 
-def motion_features(decoder: ShotDecoder, text_encoder: str | Path | None = None):
+def motion_features(decoder: ShotDecoder,
+                    text_encoder: str | Path | None = None) -> Callable[[list[str]], torch.Tensor]:
     """texts -> f_md (K, n_text, d_text) by the decoder's text encoder (``text_encoder``, None: the bundled
     MiniLM), loaded on first use; a ValueError when its width is not the one the decoder reads."""
     c = decoder.config

@@ -36,7 +36,8 @@ from transformers import (
 )
 
 ACTION_DIR = "action_classifier"
-KINDS = {"stacked": ("resnet", ResNetForImageClassification), "videomae": ("videomae", VideoMAEForVideoClassification)}
+# the transformers class of each config model_type a classifier may have
+MODEL_CLASSES = {"resnet": ResNetForImageClassification, "videomae": VideoMAEForVideoClassification}
 
 # Model sizes. "default" grades a shot in milliseconds on a CPU.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -71,7 +72,7 @@ def build_classifier(preset: str, labels: list[str], height: int, width: int) ->
     """A freshly initialised classifier of ``preset`` (a transformers model)."""
 
     config = classifier_config(preset, labels, height, width)
-    return dict((t, cls) for t, cls in KINDS.values())[config.model_type](config)
+    return MODEL_CLASSES[config.model_type](config)
 
 
 def pick_frames(frames: torch.Tensor, num_frames: int) -> torch.Tensor:
@@ -104,11 +105,10 @@ class ActionClassifier:
         if not (path / "config.json").is_file():
             raise FileNotFoundError(f"{path}: no action classifier (config.json) here")
         model_type = json.loads((path / "config.json").read_text()).get("model_type")
-        known = dict(KINDS.values())
-        if model_type not in known:
-            raise ValueError(f"{path}: an action classifier is a {' or '.join(sorted(known))} model, "
+        if model_type not in MODEL_CLASSES:
+            raise ValueError(f"{path}: an action classifier is a {' or '.join(sorted(MODEL_CLASSES))} model, "
                              f"this config.json says {model_type!r}")
-        model = known[model_type].from_pretrained(path, local_files_only=True, dtype=torch.float32)
+        model = MODEL_CLASSES[model_type].from_pretrained(path, local_files_only=True, dtype=torch.float32)
         digest = hashlib.blake2b((path / "model.safetensors").read_bytes(), digest_size=16).hexdigest()
         return cls(model, str(path.resolve()), digest)
 
@@ -120,7 +120,7 @@ class ActionClassifier:
         for p in (root, root / ACTION_DIR, root / "final" / ACTION_DIR):
             if (p / "config.json").is_file() and (p / "model.safetensors").is_file():
                 try:  # a run's final/ also holds a config.json + model.safetensors (the loop's export)
-                    if json.loads((p / "config.json").read_text()).get("model_type") in dict(KINDS.values()):
+                    if json.loads((p / "config.json").read_text()).get("model_type") in MODEL_CLASSES:
                         return p
                 except (OSError, ValueError):
                     continue
