@@ -14,6 +14,7 @@ DECODER_WEIGHTS = "shot_decoder.safetensors"
 ENGINE_CONFIG = "engine.json"
 ENGINE_WEIGHTS = "engine.safetensors"
 AUTOENCODER_CONFIG = "autoencoder.json"
+MOTION_CONFIG = "motion.json"
 
 
 def resolve_component(path: str | Path, config_name: str, subdir: str) -> Path:
@@ -34,14 +35,25 @@ def resolve_decoder(path: str | Path) -> Path:
     return resolve_component(p, DECODER_CONFIG, "shot_decoder")
 
 
+def _decoder_part(path: str | Path, config_name: str, subdir: str, what: str) -> Path:
+    """A part stored inside a shot decoder (``subdir``/): from its run dir, the run's final/, a model dir, a
+    shot_decoder/ dir or the part's own dir."""
+    p = Path(path)
+    for cand in (p, p / subdir, p / "final" / subdir, p / "shot_decoder" / subdir):
+        if (cand / config_name).is_file():
+            return cand
+    raise FileNotFoundError(f"no {what} ({config_name}) in {p}, its {subdir}/, final/{subdir}/ or "
+                            f"shot_decoder/{subdir}/")
+
+
 def resolve_autoencoder(path: str | Path) -> Path:
     """An autoencoder dir from a `train vae` run dir, its final/, a model dir or a shot_decoder/ dir."""
-    p = Path(path)
-    for cand in (p, p / "autoencoder", p / "final" / "autoencoder", p / "shot_decoder" / "autoencoder"):
-        if (cand / AUTOENCODER_CONFIG).is_file():
-            return cand
-    raise FileNotFoundError(f"no autoencoder ({AUTOENCODER_CONFIG}) in {p}, its autoencoder/, final/autoencoder/ "
-                            "or shot_decoder/autoencoder/")
+    return _decoder_part(path, AUTOENCODER_CONFIG, "autoencoder", "autoencoder")
+
+
+def resolve_motion(path: str | Path) -> Path:
+    """The motion network's dir from a `train motion` run dir, its final/, a model dir or a shot_decoder/ dir."""
+    return _decoder_part(path, MOTION_CONFIG, "motion", "motion network")
 
 
 def resolve_engine(path: str | Path) -> Path:

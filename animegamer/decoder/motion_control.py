@@ -61,25 +61,35 @@ def control_motion(latents: torch.Tensor, frames: np.ndarray, levels: torch.Tens
     level than ``levels`` (B,) re-decoded at a corrected motion scale. ``base_scale`` (B,): the scale
     the latents were drawn with; the total scale stays within [0, ``max_scale``]. ``decode`` maps
     latents (1, F, C', h, w) to uint8 frames (1, T, H, W, 3)."""
-    quantizer = quantizer or world_quantizer()
-    thresholds = quantizer.thresholds
     out = frames.copy()
     for i in range(len(frames)):
-        level, base = int(levels[i]), float(base_scale[i])
-        target = target_flow(level, thresholds)
-        flow = flow_magnitude(frames[i])
-        relative, best = 1.0, band_distance(flow, level, thresholds)
-        for _ in range(TRIES):
-            if quantizer.level(flow) == level or flow <= 0:
-                break
-            # the flow grows about in proportion to the scale of the frame-to-frame part
-            wanted = min(relative * target / flow, max_scale / max(base, 1e-6))
-            if abs(wanted - relative) < 1e-3:
-                break  # at the bound already: nothing more to try
-            relative = wanted
-            candidate = decode(scale_motion(latents[i:i + 1], torch.tensor([relative]), frame_groups))[0]
-            flow = flow_magnitude(candidate)
-            distance = band_distance(flow, level, thresholds)
-            if distance < best:
-                best, out[i] = distance, candidate
+        def render(relative: float, i: int = i) -> np.ndarray:
+            return decode(scale_motion(latents[i:i + 1], torch.tensor([relative]), frame_groups))[0]
+        out[i] = steer(frames[i], int(levels[i]), max_scale / max(float(base_scale[i]), 1e-6), render, quantizer)
+    return out
+
+
+def steer(frames: np.ndarray, level: int, max_relative: float, render: Callable[[float], np.ndarray],
+          quantizer: MotionQuantizer | None = None) -> np.ndarray:
+    """One shot (T, H, W, 3) drawn at relative motion scale 1, steered toward ``level``: ``render(r)``
+    draws it again with its motion scaled by r (at most ``max_relative``); the attempt whose flow is
+    nearest the level's band is returned (the shot itself when it already reads the level)."""
+    quantizer = quantizer or world_quantizer()
+    thresholds = quantizer.thresholds
+    target = target_flow(level, thresholds)
+    flow = flow_magnitude(frames)
+    relative, best, out = 1.0, band_distance(flow, level, thresholds), frames
+    for _ in range(TRIES):
+        if quantizer.level(flow) == level or flow <= 0:
+            break
+        # the flow grows about in proportion to the scale of the motion
+        wanted = min(relative * target / flow, max_relative)
+        if abs(wanted - relative) < 1e-3:
+            break  # at the bound already: nothing more to try
+        relative = wanted
+        candidate = render(relative)
+        flow = flow_magnitude(candidate)
+        distance = band_distance(flow, level, thresholds)
+        if distance < best:
+            best, out = distance, candidate
     return out

@@ -12,6 +12,8 @@ directory:
                                    CFG null branch)
     autoencoder/                   the autoencoder's own save_pretrained directory
     anchors/                       optional: the visual anchors (decoder/anchors.py) the game draws from
+    motion/                        optional: the motion network (decoder/flow_motion.py) that moves a
+                                   shot's real picture
 written under a temporary name and renamed in one step. Version 1 (sampler settings inside the
 diffusion config) still loads.
 """
@@ -38,7 +40,8 @@ from animegamer.core.checkpoint import (
 from animegamer.core.runs import DECODER_CONFIG, DECODER_WEIGHTS
 from animegamer.decoder.anchors import Anchor, VisualAnchors, frame_tokens
 from animegamer.decoder.diffusion import DiffusionConfig
-from animegamer.decoder.motion_control import control_motion
+from animegamer.decoder.flow_motion import FlowCodec, FlowMotion, warp_picture
+from animegamer.decoder.motion_control import control_motion, steer
 from animegamer.decoder.network import DecoderConfig, DecoderNet
 from animegamer.decoder.sampler import SamplerConfig, sample
 from animegamer.decoder.source_detail import transfer_details
@@ -50,6 +53,7 @@ CONFIG_NAME = DECODER_CONFIG
 WEIGHTS_NAME = DECODER_WEIGHTS
 AUTOENCODER_DIR = "autoencoder"
 ANCHORS_DIR = "anchors"
+MOTION_DIR = "motion"
 
 
 def frames_to_uint8(frames: torch.Tensor) -> np.ndarray:
@@ -65,14 +69,21 @@ def frames_from_uint8(frames: np.ndarray) -> torch.Tensor:
 
 class ShotDecoder(nn.Module):
     def __init__(self, net: DecoderNet, autoencoder: nn.Module, diffusion: DiffusionConfig | None = None,
-                 sampler: SamplerConfig | None = None, anchors: VisualAnchors | None = None) -> None:
+                 sampler: SamplerConfig | None = None, anchors: VisualAnchors | None = None,
+                 motion: FlowMotion | None = None) -> None:
         super().__init__()
         self.net = net
         self.autoencoder = autoencoder
         self.diffusion = diffusion or DiffusionConfig()
         self.sampler = sampler or SamplerConfig()
         self.anchors = anchors
+        self.motion = motion
         self.eval()
+
+    @property
+    def moves_pictures(self) -> bool:
+        """Whether a shot with a source picture is that picture moved along drawn flows (flow motion)."""
+        return self.motion is not None and self.sampler.flow_motion
 
     @property
     def config(self) -> DecoderConfig:
@@ -144,9 +155,44 @@ class ShotDecoder(nn.Module):
         if single:
             s_a = s_a.unsqueeze(0)  # (1, N, D)
         sources = [source] if single else source
-        latents = self.sample_latents(s_a, motion_level, generator, steps, guidance, autocast)
-        frames = self.decode_shots(latents, motion_level, autocast, sources)  # (B, T, H, W, 3)
+        moved = [self.moves_pictures and sources is not None and sources[i] is not None for i in range(len(s_a))]
+        if not any(moved):
+            latents = self.sample_latents(s_a, motion_level, generator, steps, guidance, autocast)
+            frames = self.decode_shots(latents, motion_level, autocast, sources)  # (B, T, H, W, 3)
+            return frames[0] if single else frames
+        levels = self._motion(motion_level, len(s_a))
+        frames = np.empty((len(s_a), self.config.num_frames, *self.frame_size, 3), np.uint8)
+        rows = [i for i, m in enumerate(moved) if m]
+        frames[rows] = self.move_pictures(s_a[rows], None if levels is None else levels[rows], generator,
+                                          [sources[i] for i in rows])
+        rest = [i for i, m in enumerate(moved) if not m]
+        if rest:
+            lv = None if levels is None else levels[rest]
+            latents = self.sample_latents(s_a[rest], lv, generator, steps, guidance, autocast)
+            frames[rest] = self.decode_shots(latents, lv, autocast, None if sources is None else
+                                             [sources[i] for i in rest])
         return frames[0] if single else frames
+
+    @torch.no_grad()
+    def move_pictures(self, s_a: torch.Tensor, motion_level: int | torch.Tensor | None,
+                      generator: torch.Generator | None, sources: list[np.ndarray]) -> np.ndarray:
+        """Flow motion: s_a (B, N, D) whose visual tokens are those of ``sources`` (one uint8 H x W x 3 each)
+        -> uint8 (B, T, H, W, 3), each picture moved along the flows the motion network draws; with the
+        motion control on, a shot whose flow reads another level is moved again with its flows scaled."""
+        if self.motion is None:
+            raise ValueError("this decoder has no motion network (model pack --flow-motion RUN)")
+        levels = self._motion(motion_level, s_a.shape[0])
+        flows = self.motion.sample_flows(s_a, levels, FlowCodec.for_autoencoder(self.autoencoder), self.frame_size,
+                                         generator)  # (B, T, H, W, 2)
+        out = []
+        for picture, flow, level in zip(sources, flows, [None] * len(flows) if levels is None else levels.tolist()):
+            frames = warp_picture(picture, flow)
+            cap = self.motion.max_scale or self.sampler.motion_control_max_scale
+            if self.sampler.motion_control_max_scale is not None and level is not None:
+                frames = steer(frames, int(level), cap,
+                               lambda r, p=picture, f=flow: warp_picture(p, f * r))
+            out.append(frames)
+        return np.stack(out)
 
     @torch.no_grad()
     def decode_shots(self, latents: torch.Tensor, motion_level: int | torch.Tensor | None,
@@ -253,6 +299,8 @@ class ShotDecoder(nn.Module):
             ae.save_pretrained(tmp / AUTOENCODER_DIR, dtype=dtype)
             if self.anchors is not None:
                 self.anchors.save_pretrained(tmp / ANCHORS_DIR)
+            if self.motion is not None:
+                self.motion.save_pretrained(tmp / MOTION_DIR, dtype=dtype, base=self.net)
             save_json_atomic(meta, tmp / CONFIG_NAME)
         return Path(directory)
 
@@ -273,8 +321,10 @@ class ShotDecoder(nn.Module):
         ae_cls = getattr(importlib.import_module(module), name)
         ae = ae_cls.from_pretrained(directory / AUTOENCODER_DIR).float()
         anchors = VisualAnchors.from_pretrained(directory / ANCHORS_DIR) if (directory / ANCHORS_DIR).is_dir() else None
+        motion = (FlowMotion.from_pretrained(directory / MOTION_DIR, net)
+                  if (directory / MOTION_DIR).is_dir() else None)
         return cls(net, ae, DiffusionConfig.from_dict(meta["diffusion"]), SamplerConfig.from_dict(meta["sampler"]),
-                   anchors).to(device)
+                   anchors, motion).to(device)
 
 
 # version 1 kept the sampler's settings in the diffusion config, under these names

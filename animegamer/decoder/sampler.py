@@ -45,6 +45,10 @@ class SamplerConfig:
     # player's character) starts from that picture and carries its detail along the decoded shot's
     # flow, past what the autoencoder can draw. False = the decoded pixels alone.
     source_detail: bool = False
+    # Flow motion (decoder/flow_motion.py): a shot drawn from a real picture is that picture moved along
+    # the flows the decoder's motion network draws from s_a and the level, instead of the picture decoder's
+    # pixels. Needs a motion network (``model pack --flow-motion``). False = the picture decoder draws.
+    flow_motion: bool = False
 
     def __post_init__(self) -> None:
         if self.steps < 1:
@@ -208,6 +212,9 @@ SAMPLER_OPTIONS: dict[str, tuple[tuple[str, ...], type, str | None, str]] = {
     "source_detail": (("--source-detail",), str, "on|off",
                       "start a shot drawn from a real picture (a visual anchor, a player's character) from that "
                       "picture, its detail carried along the decoded flow (decoder/source_detail.py)"),
+    "flow_motion": (("--flow-motion",), str, "on|off",
+                    "draw a shot that starts from a real picture as that picture moved along the flows of the "
+                    "decoder's motion network (decoder/flow_motion.py; needs one)"),
 }
 
 
@@ -232,7 +239,7 @@ def sampler_overrides(args: argparse.Namespace) -> dict[str, Any]:
             value = parse_level_fractions(value, flags[0])
         elif name == "motion_scale_by_level":
             value = parse_motion_scales(value, flags[0])
-        elif name == "source_detail":
+        elif name in ("source_detail", "flow_motion"):
             if value not in ("on", "off"):
                 raise ValueError(f"{flags[0]} must be 'on' or 'off', got {value!r}")
             value = value == "on"

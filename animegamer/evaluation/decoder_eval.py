@@ -65,7 +65,8 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
 
     quant = MotionQuantizer.load()
     n = min(n, len(cache))
-    out: dict[str, list[float]] = {k: [] for k in ("clip_i", "character", "place", "action", "acc_f",
+    out: dict[str, list[float]] = {k: [] for k in ("clip_i", "character", "place", "action", "action_truth",
+                                                    "action_autoencoder", "acc_f",
                                                     "acc_f_wrong_level", "psnr", "ssim", "ms_ssim",
                                                     "latent_rms", "latent_frame_sigma")}
     kept: list[tuple[dict[str, Any], np.ndarray]] = []
@@ -74,6 +75,7 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
     motion = {lv: {"decoded": [], "true": []} for lv in range(1, 6)}  # latent motion per requested level
     by_level = {lv: {"acc_f": [], "clip_i": [], "character": [], "place": []} for lv in range(1, 6)}  # per true level
     chain: dict[str, list[dict[str, Any]]] = {"truth": [], "autoencoder": [], "decoded": []}  # the picture, step by step
+    by_verb: dict[str, list[float]] = {}  # the decoded shots' verb named, per true verb
     for i in tqdm(range(n), desc="decode true s_a", disable=not progress, dynamic_ncols=True):
         item = cache[i]
         row = rows[int(cache.tensors["index"][i])]
@@ -81,15 +83,21 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
         with torch.no_grad():
             s_a = decoder.net.action_encoder(item["f_md"][None], item["f_v"][None])[0]  # (N, D)
         true = frames_of(row)
-        # the picture s_a's visual part is (its first frame): with source detail the shot starts from it
-        source = [true[0]] if decoder.sampler.source_detail else None
-        latents = decoder.sample_latents(s_a[None], level, torch.Generator().manual_seed(seed + i), steps, guidance)
-        gen = decoder.decode_shots(latents, level, sources=source)[0]  # exactly decoder(s_a, level, ..., source)
-        errors = latent_errors(decoder, latents[0], item["latents"])
         wrong_level = (level + 1) % 5 + 1
-        wrong_latents = decoder.sample_latents(s_a[None], wrong_level, torch.Generator().manual_seed(seed + i),
-                                               steps, guidance)
-        wrong = decoder.decode_shots(wrong_latents, wrong_level, sources=source)[0]
+        if decoder.moves_pictures:  # flow motion: the first frame moved along drawn flows, no latents
+            gen, wrong = (decoder(s_a, lv, torch.Generator().manual_seed(seed + i), steps, guidance, source=true[0])
+                          for lv in (level, wrong_level))
+            errors = None
+        else:
+            # the picture s_a's visual part is (its first frame): with source detail the shot starts from it
+            source = [true[0]] if decoder.sampler.source_detail else None
+            latents = decoder.sample_latents(s_a[None], level, torch.Generator().manual_seed(seed + i), steps,
+                                             guidance)
+            gen = decoder.decode_shots(latents, level, sources=source)[0]  # exactly decoder(s_a, level, ..., source)
+            errors = latent_errors(decoder, latents[0], item["latents"])
+            wrong_latents = decoder.sample_latents(s_a[None], wrong_level, torch.Generator().manual_seed(seed + i),
+                                                   steps, guidance)
+            wrong = decoder.decode_shots(wrong_latents, wrong_level, sources=source)[0]
         if errors is not None:
             out["latent_rms"].append(errors[0])
             out["latent_frame_sigma"].append(errors[1])
@@ -108,10 +116,15 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
         if len(kept) < keep:
             kept.append((row, gen))
         if evaluator is not None:
+            round_trip = None
             if evaluator.frames is not None:
-                _picture_chain(chain, evaluator.frames, decoder, gen, true, row)
-            if evaluator.actions is not None:
+                round_trip = _picture_chain(chain, evaluator.frames, decoder, gen, true, row)
+            if evaluator.actions is not None:  # the verb along the chain: truth, round trip, decoded
                 out["action"].append(float(evaluator.actions.predict(gen) == row["motion"]))
+                by_verb.setdefault(row["motion"], []).append(out["action"][-1])
+                out["action_truth"].append(float(evaluator.actions.predict(true) == row["motion"]))
+                if round_trip is not None:
+                    out["action_autoencoder"].append(float(evaluator.actions.predict(round_trip) == row["motion"]))
             eg, et = evaluator.embed_frames(gen), evaluator.embed_frames(true)
             out["clip_i"].append(float((eg * et).sum(-1).mean()))
             by_level[level]["clip_i"].append(out["clip_i"][-1])
@@ -131,13 +144,15 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
                                                                     for k, v in m.items()} for lv, m in by_level.items()},
             # what a player can tell: truth, the autoencoder's round trip of it, the decoder from the true s_a
             "picture": {k: picture_summary(rows) for k, rows in chain.items()} if chain["truth"] else None,
+            "action_by_verb": {v: {"shots": len(h), "named": float(np.mean(h))} for v, h in sorted(by_verb.items())},
             **({"_shots": kept} if keep else {})}
 
 
 def _picture_chain(chain: dict[str, list[dict[str, Any]]], classifier: FrameClassifier, decoder: ShotDecoder,
-                   gen: np.ndarray, true: np.ndarray, row: dict[str, Any]) -> None:
+                   gen: np.ndarray, true: np.ndarray, row: dict[str, Any]) -> np.ndarray:
     """The picture columns of one shot at each step of the chain: the true frames, their autoencoder
-    round trip (the ceiling the autoencoder sets), and the frames decoded from the true s_a."""
+    round trip (the ceiling the autoencoder sets), and the frames decoded from the true s_a. Returns the
+    round trip (T, H, W, 3)."""
     truth = classifier.read_shot(true, len(row["characters"]))
     with torch.no_grad():
         x = frames_from_uint8(true)[None].to(decoder.device)  # (1, T, 3, H, W)
@@ -146,6 +161,7 @@ def _picture_chain(chain: dict[str, list[dict[str, Any]]], classifier: FrameClas
     for name, frames in (("autoencoder", round_trip), ("decoded", gen)):
         g, t = align_clips(frames, true)
         chain[name].append(read_picture(classifier, g, t, row, truth))
+    return round_trip
 
 
 def _per_frame(autoencoder, latents: torch.Tensor) -> torch.Tensor | None:

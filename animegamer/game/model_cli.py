@@ -42,6 +42,17 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
                          "or continue it from its anchor, keeping its props and layout (off, the default)")
     pk.add_argument("--text-encoder", default=None, metavar="DIR",
                     help="the decoder's text encoder, which encodes the anchors' motions (default: the bundled MiniLM)")
+    pk.add_argument("--motion-net", default=None, metavar="RUN",
+                    help="a `train motion` run whose network moves each shot's real picture along the flows it draws "
+                         "(decoder/flow_motion.py); turns --flow-motion on unless it is given as off")
+    pk.add_argument("--motion-smooth", type=float, default=None, metavar="CELLS",
+                    help="with a motion network: smooth its drawn flows by a Gaussian of CELLS latent-grid cells")
+    pk.add_argument("--motion-max-scale", type=float, default=None, metavar="MAX",
+                    help="with a motion network: the most the motion control may stretch a shot's flows "
+                         "(default: --motion-control's cap)")
+    pk.add_argument("--motion-rank", type=int, default=None, metavar="R",
+                    help="with a motion network: store it as its difference from the picture decoder truncated to rank "
+                         "R (an SVD, as LoRA factors; default: as the run stored it, whole)")
     pk.add_argument("--no-anchors", action="store_true",
                     help="drop the decoder's visual anchors: the game draws the engine's visual tokens (the paper)")
     pk.add_argument("--provenance", default=None, metavar="JSON",
@@ -64,7 +75,9 @@ def _pack(args: argparse.Namespace) -> int:
                          anchor_limit=args.anchor_limit, anchors_per_scene=args.anchors_per_scene,
                          text_encoder=args.text_encoder, anchors_by_action=args.anchors_by_action == "on",
                          anchors_repose=args.anchors_repose == "on",
-                         anchors_per_action=args.anchors_per_action, anchor_frame_quality=args.anchors_frame_quality)
+                         anchors_per_action=args.anchors_per_action, anchor_frame_quality=args.anchors_frame_quality,
+                         motion=args.motion_net, motion_smooth=args.motion_smooth,
+                         motion_max_scale=args.motion_max_scale, motion_rank=args.motion_rank)
     except (ValueError, FileNotFoundError) as e:
         raise SystemExit(f"model pack: {e}") from None
     print(f"model written to {out} ({model_bytes(out) / 1e6:.1f} MB)")

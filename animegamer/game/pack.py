@@ -22,8 +22,9 @@ from typing import Any
 import torch
 
 from animegamer.core.checkpoint import atomic_dir, load_safetensors, save_json_atomic, save_safetensors_atomic
-from animegamer.core.runs import ENGINE_WEIGHTS, resolve_decoder, resolve_engine
+from animegamer.core.runs import ENGINE_WEIGHTS, resolve_decoder, resolve_engine, resolve_motion
 from animegamer.decoder.anchors import AnchorConfig, VisualAnchors
+from animegamer.decoder.flow_motion import FlowMotion
 from animegamer.decoder.pipeline import ShotDecoder
 from animegamer.engine.model import load_engine, save_engine
 from animegamer.models.autoencoder import ShotAutoencoder
@@ -44,7 +45,9 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
                anchors: str | Path | Sequence[str | Path] | bool | None = None,
                anchor_limit: int | None = None, anchors_per_scene: int | None = None,
                text_encoder: str | Path | None = None, anchors_by_action: bool = True, anchors_repose: bool = False,
-               anchors_per_action: int | None = None, anchor_frame_quality: int | None = None) -> Path:
+               anchors_per_action: int | None = None, anchor_frame_quality: int | None = None,
+               motion: str | Path | None = None, motion_smooth: float | None = None,
+               motion_max_scale: float | None = None, motion_rank: int | None = None) -> Path:
     """Copy the engine and shot decoder of two runs into one model directory (see module doc).
 
     ``sampler``: SamplerConfig fields that replace the ones stored with the decoder (the game's
@@ -57,7 +60,11 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
     (characters, place, time, verb), their pictures stored at ``anchor_frame_quality`` (None: lossless),
     with the motions they show encoded by ``text_encoder`` (the decoder's; None: the bundled MiniLM) so
     that the game can choose them for the action (``anchors_by_action``, ``anchors_repose``:
-    AnchorConfig); False drops the anchors the decoder has; None keeps them."""
+    AnchorConfig); False drops the anchors the decoder has; None keeps them. ``motion``: a `train motion`
+    run (or its motion/ dir) whose network moves the shots' real pictures (decoder/flow_motion.py); the
+    sampler's ``flow_motion`` is then on unless ``sampler`` turns it off; ``motion_smooth`` (latent-grid
+    cells) and ``motion_max_scale`` replace its smoothing of the drawn flows and its motion control's cap;
+    ``motion_rank`` stores it as a difference of that rank from the picture decoder (a few MB)."""
 
     engine_dir, decoder_dir = resolve_engine(engine), resolve_decoder(decoder)
     eng = load_engine(engine_dir)
@@ -74,6 +81,20 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
                                           frame_quality=anchor_frame_quality)
     built = anchors is not None and anchors is not False
     sampler = dict(sampler or {})
+    if motion is not None:
+        dec.motion = FlowMotion.from_pretrained(resolve_motion(motion), dec.net)
+        sampler.setdefault("flow_motion", True)
+    settings = (motion_smooth, motion_max_scale, motion_rank)
+    if any(x is not None for x in settings) and dec.motion is None:
+        raise ValueError("--motion-smooth / --motion-max-scale / --motion-rank set a motion network's settings: "
+                         "pass --motion-net RUN")
+    if dec.motion is not None and any(x is not None for x in settings):
+        m = dec.motion
+        dec.motion = FlowMotion(m.net, m.diffusion, m.sampler, m.smooth if motion_smooth is None else motion_smooth,
+                                m.max_scale if motion_max_scale is None else motion_max_scale,
+                                m.rank if motion_rank is None else motion_rank)
+    if sampler.get("flow_motion") and dec.motion is None:
+        raise ValueError("flow motion needs a motion network: pass --motion-net RUN (`train motion`)")
     for field in ("shared_noise_by_level", "motion_scale_by_level", "motion_control_max_scale"):
         if sampler.get(field) is not None and not dec.config.use_motion_level:
             raise ValueError(f"{decoder_dir} has no motion level: a per-level {field} would never be used")
@@ -102,6 +123,9 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
                                           "config": dec.anchors.config.to_dict()}}
                              if built else {}),
                           **({"cast": cast} if cast else {}),
+                          **({"motion": {"from": str(motion), "smooth": dec.motion.smooth,
+                                         "max_scale": dec.motion.max_scale, "rank": dec.motion.rank}}
+                             if motion is not None else {}),
                           **({"sampler_override": sampler} if sampler else {}), **(provenance or {})},
                          tmp / "model.json")
     return Path(out)

@@ -13,6 +13,7 @@ counted). Peak memory is the process's peak RSS (ru_maxrss), RSS after loading i
 CUDA device also the GPU's peak allocated memory (torch.cuda.max_memory_allocated).
 
 Sampling and decode are timed by wrapping the decoder's ``sample_latents`` / ``decode_latents``
+(and its motion network's ``sample_flows``: with flow motion a shot is sampled there and not decoded)
 for the duration of the run (the game calls them through ``ShotDecoder.forward``); "without KV
 reuse" calls ``engine.predict(..., use_cache=False)`` the same way. Nothing in the models changes.
 On a GPU each timed stage waits for the device to finish its kernels (CUDA runs asynchronously, so
@@ -111,6 +112,8 @@ def play_row(game: Game, window: int, kv_reuse: bool, turns: int, seed: int = 0)
     with contextlib.ExitStack() as stack:
         stack.enter_context(wrapped(decoder, "sample_latents", _timed(sampling)))
         stack.enter_context(wrapped(decoder, "decode_latents", _timed(decoding)))
+        if decoder.motion is not None:  # flow motion: the motion network samples instead (and nothing decodes)
+            stack.enter_context(wrapped(decoder.motion, "sample_flows", _timed(sampling)))
         if not kv_reuse:
             stack.enter_context(wrapped(engine, "predict", _no_kv_reuse))
         stack.enter_context(wrapped(engine, "predict", _kept(predictions)))
