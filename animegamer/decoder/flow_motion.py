@@ -8,9 +8,9 @@ rendered by the world), but the picture decoder (a 10 M-parameter transformer tr
 moves such a picture little: verbs that are a movement (dance, jump, fall) are never seen, and fast
 shots dissolve into texture, because it must draw every moved pixel of every frame anew. Moving the
 TRUE first frame of held-out world shots along their own DIS flow, sampled at the decoder's latent grid,
-keeps who is on screen (0.99) and shows the verb (0.86 against 0.94 for the true shots and 0.38 for the
-picture held still; ``experiments/flow_oracle.py``). A flow field is smooth and low-dimensional: a small
-network can learn to draw it where it cannot learn to draw the moved pixels.
+keeps who is on screen and shows the verb nearly as often as the true shots do (docs/results/flow_motion.md).
+A flow field is smooth and low-dimensional: a small network can learn to draw it where it cannot learn to
+draw the moved pixels.
 
 The layout: the flow of frame k back to frame 0 (in pixels of the autoencoder's latent grid) takes
 ``FLOW_CHANNELS`` of the autoencoder's per-frame latent channels; the rest are zero. Frames are packed in

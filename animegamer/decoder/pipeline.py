@@ -180,14 +180,14 @@ class ShotDecoder(nn.Module):
         -> uint8 (B, T, H, W, 3), each picture moved along the flows the motion network draws; with the
         motion control on, a shot whose flow reads another level is moved again with its flows scaled."""
         if self.motion is None:
-            raise ValueError("this decoder has no motion network (model pack --flow-motion RUN)")
+            raise ValueError("this decoder has no motion network (model pack --motion-net RUN)")
         levels = self._motion(motion_level, s_a.shape[0])
         flows = self.motion.sample_flows(s_a, levels, FlowCodec.for_autoencoder(self.autoencoder), self.frame_size,
                                          generator)  # (B, T, H, W, 2)
+        cap = self.motion.max_scale or self.sampler.motion_control_max_scale
         out = []
         for picture, flow, level in zip(sources, flows, [None] * len(flows) if levels is None else levels.tolist()):
             frames = warp_picture(picture, flow)
-            cap = self.motion.max_scale or self.sampler.motion_control_max_scale
             if self.sampler.motion_control_max_scale is not None and level is not None:
                 frames = steer(frames, int(level), cap,
                                lambda r, p=picture, f=flow: warp_picture(p, f * r))
