@@ -16,31 +16,25 @@ import cv2
 import numpy as np
 from tqdm.auto import tqdm
 
+from animegamer.decoder.flow_motion import flows_to_first
 from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR, Evaluator
 from animegamer.evaluation.metrics import motion_level_from_pixels
 from animegamer.world.dataset import ShotDataset
 from animegamer.world.flow import MotionQuantizer
 
 
-def flows_to_first(frames: np.ndarray, chained: bool) -> np.ndarray:
-    """(T, H, W, 2): where each pixel of frame k is in frame 0 (frame 0: zeros)."""
+def direct_flows(frames: np.ndarray) -> np.ndarray:
+    """(T, H, W, 2): DIS from each frame straight back to frame 0 (frame 0: zeros)."""
     dis = cv2.DISOpticalFlow_create(cv2.DISOPTICAL_FLOW_PRESET_MEDIUM)
     g = [cv2.cvtColor(f, cv2.COLOR_RGB2GRAY) for f in frames]
-    h, w = g[0].shape
-    xs, ys = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
-    out = np.zeros((len(frames), h, w, 2), np.float32)
+    out = np.zeros((len(frames), *g[0].shape, 2), np.float32)
     for k in range(1, len(frames)):
-        if not chained:
-            out[k] = dis.calc(g[k], g[0], None)
-            continue
-        step = dis.calc(g[k], g[k - 1], None)  # frame k -> frame k-1
-        prev = out[k - 1]  # frame k-1 -> frame 0, sampled where frame k's pixels land in frame k-1
-        moved = cv2.remap(prev, xs + step[..., 0], ys + step[..., 1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
-        out[k] = step + moved
+        out[k] = dis.calc(g[k], g[0], None)
     return out
 
 
 def warp_first(first: np.ndarray, flows: np.ndarray) -> np.ndarray:
+    """Bilinear, as these figures were measured (the game moves its pictures bicubic)."""
     h, w = first.shape[:2]
     xs, ys = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
     return np.stack([cv2.remap(first, xs + f[..., 0], ys + f[..., 1], cv2.INTER_LINEAR,
@@ -69,9 +63,9 @@ def main() -> None:
     for i in tqdm(range(len(shots)), desc="flow oracle"):
         row = shots.rows[i]
         true = np.asarray(shots[i]["frames"])
-        chained = flows_to_first(true, True)
+        chained = flows_to_first(true)
         clips = {"truth": true, "still": np.repeat(true[:1], len(true), 0),
-                 "direct": warp_first(true[0], flows_to_first(true, False)),
+                 "direct": warp_first(true[0], direct_flows(true)),
                  "chained": warp_first(true[0], chained),
                  "chained_coarse4": warp_first(true[0], coarse(chained))}
         truth_read = ev.frames.read_shot(true, len(row["characters"]))

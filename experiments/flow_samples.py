@@ -11,6 +11,7 @@ true flows') and the level read from the pixels.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 
 import cv2
@@ -100,7 +101,7 @@ def main() -> None:
                 flows[v] = POST[post](flows[base])
                 continue
             s, g = (float(x[1:]) for x in v.split("_"))
-            sampler = dataclasses_replace(dec.motion.sampler, steps=int(s), guidance=g)
+            sampler = dataclasses.replace(dec.motion.sampler, steps=int(s), guidance=g)
             flows[v] = dec.motion.sample_flows(s_a, torch.tensor([level]), codec, true.shape[1:3],
                                                torch.Generator().manual_seed(i), sampler)[0]
         strips = []
@@ -121,11 +122,6 @@ def main() -> None:
             json.dump(report, fh, indent=1)
     if args.sheet:
         save_png(stack_strips(rows_sheet), args.sheet)
-
-
-def dataclasses_replace(obj, **kw):
-    import dataclasses
-    return dataclasses.replace(obj, **kw)
 
 
 if __name__ == "__main__":

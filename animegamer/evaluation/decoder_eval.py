@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +46,8 @@ from animegamer.evaluation.metrics import align_clips, finite_mean, motion_level
 from animegamer.evaluation.picture import picture_summary, read_picture
 from animegamer.models.autoencoder import unpack_time
 from animegamer.models.frame_classifier import FrameClassifier
-from animegamer.models.text_encoder import TextEncoder, TextEncoderConfig
-from animegamer.representation.reference_encoder import LatentReference
 from animegamer.training.phase_c import find_cache_dir
-from animegamer.training.shot_cache import CACHE_FORMAT, CACHE_VERSION, CachedShots, build_cache
+from animegamer.training.shot_cache import CachedShots, decoder_cache
 from animegamer.world.dataset import ShotDataset
 from animegamer.world.flow import MotionQuantizer
 from animegamer.world.preview import BG, save_png, shot_strip, stack_strips
@@ -256,31 +253,6 @@ def parse_sigmas(text: str | None) -> list[float]:
     return sigmas
 
 
-def own_cache(decoder: ShotDecoder, data: str | Path, split: str, n: int, out: Path,
-              progress: bool = True) -> CachedShots:
-    """A feature cache of the first ``n`` shots of ``split`` in ``data``, encoded with the decoder's own
-    parts: f_v is the latent of its autoencoder (the latent reference), f_md the bundled text encoder.
-    For a decoder with no training run beside it (a packed model) graded on any world."""
-    ae = decoder.autoencoder
-    channels, d_v = ae.cfg.latent_channels, decoder.config.d_visual_in
-    patch = round(math.sqrt(d_v / channels))
-    if patch * patch * channels != d_v:
-        raise ValueError(f"this decoder's visual reference ({d_v} per token) is not its autoencoder's latent in "
-                         "patches; pass --cache of its training run")
-    world = json.loads((Path(data) / "meta.json").read_text())
-    meta = {"format": CACHE_FORMAT, "version": CACHE_VERSION, "split": split, "limit": n,
-            "data": str(Path(data).resolve()), "data_seed": world.get("seed"), "data_counts": world.get("counts"),
-            "clip": {"path": "the decoder's own autoencoder"}, "vae": {"path": "the decoder's own autoencoder"},
-            "text_encoder": None, "n_text": decoder.config.n_text, "random_frame": False, "reference_patch": patch}
-
-    def encoders() -> dict:
-        return {"tower": LatentReference(ae, patch), "text": TextEncoder(TextEncoderConfig(n_text=meta["n_text"])),
-                "ae": ae}
-
-    build_cache(ShotDataset(str(data), split, limit=n), encoders, out, meta, progress=progress)
-    return CachedShots(out)
-
-
 def run(args: argparse.Namespace) -> int:
     sigmas = parse_sigmas(args.latent_noise)  # bad input fails before any decoding
     try:
@@ -292,7 +264,7 @@ def run(args: argparse.Namespace) -> int:
     decoder = ShotDecoder.from_pretrained(resolve_decoder(args.decoder))
     decoder.sampler = dataclasses.replace(decoder.sampler, **overrides)
     if args.cache and not (Path(args.cache) / "meta.json").is_file():
-        cache = own_cache(decoder, args.data, args.split, args.n, Path(args.cache), progress=not args.no_progress)
+        cache = decoder_cache(decoder, args.data, args.split, args.n, Path(args.cache), progress=not args.no_progress)
     else:
         cache = CachedShots(args.cache or find_cache_dir(Path(args.decoder), "val"))
     shots = ShotDataset(args.data, cache.meta["split"])

@@ -29,12 +29,10 @@ from animegamer.decoder.diffusion import Denoiser, collate_decoder
 from animegamer.decoder.flow_motion import FLOW_CHANNELS, FlowCodec, FlowMotion
 from animegamer.decoder.pipeline import ShotDecoder
 from animegamer.decoder.sampler import SamplerConfig
-from animegamer.models.text_encoder import TextEncoder, TextEncoderConfig
 from animegamer.training.arguments import add_train_arguments, train_config_from_args
 from animegamer.training.loop import TrainConfig, train
 from animegamer.training.phase_a import eval_loss
-from animegamer.training.shot_cache import CACHE_FORMAT, CACHE_VERSION, CachedShots, build_cache
-from animegamer.world.dataset import ShotDataset
+from animegamer.training.shot_cache import CachedShots, decoder_cache
 
 # A fine-tune from the picture decoder's weights: phase c's learning rate, more steps (a new target).
 PRESETS: dict[str, TrainConfig] = {
@@ -58,20 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def flow_cache(decoder: ShotDecoder, data: str | Path, split: str, limit: int | None, out: Path,
                progress: bool = True) -> CachedShots:
     """The shots of ``split`` with the decoder's own f_md / f_v and their packed flows as "latents"."""
-    reference = decoder.latent_reference()
-    world = json.loads((Path(data) / "meta.json").read_text())
-    meta = {"format": CACHE_FORMAT, "version": CACHE_VERSION, "split": split, "limit": limit,
-            "data": str(Path(data).resolve()), "data_seed": world.get("seed"), "data_counts": world.get("counts"),
-            "clip": {"path": "the decoder's own autoencoder"}, "vae": {"path": "flows (decoder/flow_motion.py)"},
-            "text_encoder": None, "n_text": decoder.config.n_text, "random_frame": False,
-            "reference_patch": reference.patch}
-
-    def encoders() -> dict:
-        return {"tower": reference, "text": TextEncoder(TextEncoderConfig(n_text=meta["n_text"])),
-                "ae": FlowCodec.for_autoencoder(decoder.autoencoder)}
-
-    build_cache(ShotDataset(str(data), split, limit=limit), encoders, out, meta, progress=progress)
-    return CachedShots(out)
+    return decoder_cache(decoder, data, split, limit, out, FlowCodec.for_autoencoder(decoder.autoencoder),
+                         "flows (decoder/flow_motion.py)", progress)
 
 
 def flow_std(latents: torch.Tensor, channels: int = FLOW_CHANNELS, per_frame: int = 4) -> float:

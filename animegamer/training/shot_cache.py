@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 
 from animegamer.core.checkpoint import load_json, load_safetensors, save_json_atomic, save_safetensors_atomic
+from animegamer.decoder.pipeline import ShotDecoder
 from animegamer.models.text_encoder import TextEncoder, TextEncoderConfig
 from animegamer.representation.action_encoder import pick_reference_frames
-from animegamer.representation.reference_encoder import CONDITION_TEXT, load_reference_encoder
-from animegamer.world.dataset import collate_shots
+from animegamer.representation.reference_encoder import CONDITION_TEXT, LatentReference, load_reference_encoder
+from animegamer.world.dataset import ShotDataset, collate_shots
 
 CACHE_FORMAT = "animegamer-decoder-cache"
 CACHE_VERSION = 1
@@ -124,6 +126,34 @@ def build_cache(shots, get_encoders, cache_dir: Path, meta: dict, seed: int = 0,
     bar.close()
     save_json_atomic({**meta, "parts": parts}, meta_path)
     return cache_dir
+
+
+def decoder_cache(decoder: ShotDecoder, data: str | Path, split: str, limit: int | None, out: Path,
+                  targets=None, targets_name: str = "the decoder's own autoencoder",
+                  progress: bool = True) -> "CachedShots":
+    """A feature cache of the first ``limit`` shots of ``split`` in ``data``, encoded with the decoder's own
+    parts: f_v is the latent of its autoencoder (the latent reference), f_md the bundled text encoder, and
+    the shots' targets its autoencoder's latents, or what ``targets`` (an object with the autoencoder's
+    ``encode``; ``targets_name`` says what in the cache's meta) makes of the frames. For a decoder with no
+    training run beside it (a packed model)."""
+    ae = decoder.autoencoder
+    channels, d_v = ae.cfg.latent_channels, decoder.config.d_visual_in
+    patch = round(math.sqrt(d_v / channels))
+    if patch * patch * channels != d_v:
+        raise ValueError(f"this decoder's visual reference ({d_v} per token) is not its autoencoder's latent in "
+                         "patches; pass --cache of its training run")
+    world = json.loads((Path(data) / "meta.json").read_text())
+    meta = {"format": CACHE_FORMAT, "version": CACHE_VERSION, "split": split, "limit": limit,
+            "data": str(Path(data).resolve()), "data_seed": world.get("seed"), "data_counts": world.get("counts"),
+            "clip": {"path": "the decoder's own autoencoder"}, "vae": {"path": targets_name},
+            "text_encoder": None, "n_text": decoder.config.n_text, "random_frame": False, "reference_patch": patch}
+
+    def encoders() -> dict:
+        return {"tower": LatentReference(ae, patch), "text": TextEncoder(TextEncoderConfig(n_text=meta["n_text"])),
+                "ae": ae if targets is None else targets}
+
+    build_cache(ShotDataset(str(data), split, limit=limit), encoders, out, meta, progress=progress)
+    return CachedShots(out)
 
 
 class CachedShots:
