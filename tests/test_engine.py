@@ -10,8 +10,9 @@ import torch
 from animegamer.engine.data import (
     EngineCollate, EngineDataset, load_sessions, save_sessions, synthetic_sessions, turn_record,
 )
+from animegamer.engine.evaluate import play_sessions, summarize
 from animegamer.engine.model import GameEngine, engine_config, load_engine, save_engine
-from animegamer.engine.sequence import FIELDS, TurnRecord, attention_mask, select_window
+from animegamer.engine.sequence import FIELDS, IGNORE, TurnRecord, attention_mask, select_window, value_classes
 
 N, D = 4, 8
 
@@ -144,6 +145,39 @@ def test_training_step_lowers_loss(sessions):
         losses.append(float(loss.detach()))
         assert {"ce", "mse", "acc_motion_level", "mae_stamina", "cos"} <= set(logs)
     assert losses[-1] < 0.7 * losses[0], losses
+
+
+def unknown_states(session: list[dict]) -> list[dict]:
+    """A film annotated without state changes: no deltas, no states."""
+    return [{**t, "deltas": None, "states": None} for t in session]
+
+
+def test_unknown_state_changes_carry_no_loss(sessions, tmp_path):
+    """A film's clips whose state changes nobody annotated train the level and s_a, not the states."""
+    turn = TurnRecord("Ada runs", motion_level=4, deltas=None)
+    assert turn.values() == [4, None, None, None] and value_classes(turn.values()) == [3, IGNORE, IGNORE, IGNORE]
+    e = make_engine()
+    film = [unknown_states(s) for s in sessions]
+    save_sessions(film, tmp_path / "film")
+    film = load_sessions(tmp_path / "film")[0]
+    assert film[0][0]["deltas"] is None
+    all_unknown = batch_of(e, film)
+    assert (all_unknown.value_targets[:, 1:] == IGNORE).all() and (all_unknown.value_targets[:, 0] >= 0).all()
+    with torch.no_grad():
+        loss, logs = e(all_unknown)
+        _, logits = e._outputs(all_unknown)
+    assert torch.isfinite(loss) and "acc_motion_level" in logs and "acc_stamina" not in logs
+    level_ce = float(torch.nn.functional.cross_entropy(logits[0].float(), all_unknown.value_targets[:, 0]))
+    assert abs(logs["ce"] - level_ce) < 1e-5  # the state fields add nothing
+    mixed = batch_of(e, [sessions[0], film[1], sessions[2]], idx=(0, 5, 9, 14, 20, 30))
+    with torch.no_grad():
+        loss, logs = e(mixed)
+    assert torch.isfinite(loss) and "acc_stamina" in logs
+    rows = play_sessions(e, film[:1])
+    s = summarize(rows)
+    assert s["acc_motion_level"] == s["acc_motion_level"] and s["mae_deltas"] != s["mae_deltas"]  # level graded, states not
+    both = summarize(play_sessions(e, [sessions[0], film[1]]))
+    assert both["mae_deltas"] == summarize(play_sessions(e, sessions[:1]))["mae_deltas"]
 
 
 def test_history_levels_are_learnt_where_they_are_read(sessions):

@@ -1,6 +1,8 @@
 """`animegamer ingest` on films written in the test: cuts, clips, levels, annotations, resume, bad input."""
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 
@@ -18,7 +20,9 @@ from animegamer.ingest.build import TEMPLATE_NAME, IngestConfig, ingest
 from animegamer.ingest.mix import mix_datasets, parse_part
 from animegamer.ingest.shots import ClipCutter, CutConfig
 from animegamer.ingest.video import IngestError
+from animegamer.models.frame_classifier import FRAME_DIR, FrameClassifier
 from animegamer.world.cast import load_cast
+from animegamer.world.place_art import load_places
 from animegamer.world.dataset import RenderConfig, WorldDataset, render_dataset
 
 SHOT_S = 17 / 8
@@ -160,7 +164,14 @@ def test_film_recipe_ingest_finetune_play(film, tmp_path):
     labels = world_annotations(truth, path.name, SHOT_S)
     for name in load_cast():
         labels = re.sub(rf"\b{name}\b", f"{name}ko", labels)
-    notes = write_text(tmp_path / "labels.csv", labels)
+    rows = list(csv.DictReader(io.StringIO(labels)))
+    for row in rows[1::2]:  # as a person who cannot tell a character's stamina from the picture writes them
+        row.update(stamina="", social="", entertainment="")
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=COLUMNS)
+    writer.writeheader()
+    writer.writerows(rows)
+    notes = write_text(tmp_path / "labels.csv", buf.getvalue())
     runs = tmp_path / "runs"
     assert main(["recipe", "film", "--out", str(runs), "--no-progress", "--set", f"videos={path}",
                  "--set", f"annotations={notes}", "--set", "decoder_steps=1", "--set", "engine_steps=1",
@@ -168,6 +179,7 @@ def test_film_recipe_ingest_finetune_play(film, tmp_path):
                  "--set", "batch_size=2", "--set", "engine_eval=--eval-windows 1 --eval-sessions 1",
                  "--set", "world_sessions=2", "--set", "threads=1"]) == 0
     assert WorldDataset(runs / "data" / "mix").meta["mix"][1]["sessions"] == 2  # the world mixed in
+    assert any(r["deltas"] is None for r in WorldDataset(runs / "data" / "film").rows)  # trained all the same
     game = Game.load(runs / "model", store=tmp_path / "saves")
     assert game.cast and all(c.endswith("ko") for c in game.cast)  # the model's cast is the film's
     hero = game.cast[0]
@@ -199,3 +211,27 @@ def test_mix_weights_sessions_without_copying(film, tmp_path, capsys):
     with pytest.raises(IngestError, match="positive number"):
         parse_part(f"{world}:-1")
     assert parse_part(f"{world}") == (str(world), 1.0) and parse_part(f"{world}:0.25") == (str(world), 0.25)
+
+
+def test_frame_classifier_learns_a_films_own_names(film, tmp_path, capsys):
+    """`train frames --data FILM`: the grader of who / where / when for a film is trained on its annotated
+    clips, with the film's names as its classes; a film nobody annotated gets a clear error."""
+    path, truth = film
+    ingest([path], tmp_path / "bare", IngestConfig(session_turns=3), progress=False)
+    assert main(["train", "frames", "--preset", "tiny", "--data", str(tmp_path / "bare"), "--out",
+                 str(tmp_path / "f0"), "--no-progress"]) != 0
+    assert "complete the annotations" in capsys.readouterr().err
+    labels = world_annotations(truth, path.name, SHOT_S)
+    for name in [*load_cast(), *load_places()]:  # a film's own characters and places
+        labels = re.sub(rf"\b{name}\b", f"{name}ko", labels)
+    notes = write_text(tmp_path / "labels.csv", labels)
+    ingest([path], tmp_path / "data", IngestConfig(session_turns=3), annotations=notes, progress=False)
+    assert main(["train", "frames", "--preset", "tiny", "--data", str(tmp_path / "data"), "--out",
+                 str(tmp_path / "frames"), "--no-progress"]) == 0
+    clf = FrameClassifier.from_pretrained(tmp_path / "frames" / "final" / FRAME_DIR)
+    rows = [r for r in WorldDataset(tmp_path / "data").rows if r["annotated"]]
+    assert clf.characters == sorted({c for r in rows for c in r["characters"]})
+    assert clf.places == sorted({r["place"] for r in rows}) and all(p.endswith("ko") for p in clf.places)
+    assert all(c.endswith("ko") for c in clf.characters) and set(clf.times) <= {"day", "sunset", "night"}
+    metrics = json.loads((tmp_path / "frames" / "final" / "metrics.json").read_text())
+    assert metrics["eval"]["heldout_shots"] > 0 and 0 <= metrics["eval"]["place"] <= 1

@@ -64,8 +64,10 @@ class EngineBatch:
 
 
 def turn_record(d: dict[str, Any]) -> TurnRecord:
+    """A sessions turn; ``deltas`` None (a film annotated without state changes) stays None: unknown."""
+    deltas = None if d.get("deltas") is None else {k: int(v) for k, v in d["deltas"].items()}
     return TurnRecord(instruction=d["instruction"], s_a=d.get("s_a"), motion_level=int(d["motion_level"]),
-                      deltas={k: int(v) for k, v in d["deltas"].items()}, states=d.get("states"))
+                      deltas=deltas, states=d.get("states"))
 
 
 class EngineDataset(Dataset):

@@ -44,6 +44,7 @@ from animegamer.core.runs import ENGINE_CONFIG, ENGINE_WEIGHTS
 from animegamer.engine.backbones import get_spec, load_causal_lm
 from animegamer.engine.sequence import (
     FIELDS,
+    IGNORE,
     SequenceBuilder,
     SpecialVocab,
     TurnRecord,
@@ -326,14 +327,16 @@ class GameEngine(nn.Module):
         pred, all_logits, h = self._outputs_and_hidden(batch)
         ces, logs = [], {}
         for f, (name, _, values) in enumerate(FIELDS):
-            logits = all_logits[f]  # (B, n_values)
-            ce = F.cross_entropy(logits.float(), batch.value_targets[:, f])
-            ces.append(ce)
+            known = batch.value_targets[:, f] != IGNORE  # a state change a film's annotations left unknown
+            if not bool(known.any()):
+                continue
+            logits, targets = all_logits[f][known], batch.value_targets[known, f]  # (K, n_values), (K,)
+            ces.append(F.cross_entropy(logits.float(), targets))
             pick = logits.argmax(-1)
-            logs[f"acc_{name}"] = float((pick == batch.value_targets[:, f]).float().mean())
+            logs[f"acc_{name}"] = float((pick == targets).float().mean())
             if name != "motion_level":
                 vals = torch.tensor(values, dtype=torch.float32, device=pick.device)
-                logs[f"mae_{name}"] = float((vals[pick] - vals[batch.value_targets[:, f]]).abs().mean())
+                logs[f"mae_{name}"] = float((vals[pick] - vals[targets]).abs().mean())
         ce = torch.stack(ces).mean()
         target = self.normalize_rep(batch.target_rep.float())  # (B, N, D)
         mse = F.mse_loss(pred.float(), target)

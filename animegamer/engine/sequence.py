@@ -36,6 +36,10 @@ FIELDS: tuple[tuple[str, str, tuple[int, ...]], ...] = (
     ("stamina", "ST", (-1, 0, 1)),
 )
 DELTA_FIELDS = ("social", "entertainment", "stamina")
+# A film whose annotations leave the state changes unknown: those fields carry no loss (the class
+# IGNORE, cross_entropy's ignore_index), and their value token reads UNKNOWN_AS so the layout stays one.
+IGNORE = -100
+UNKNOWN_AS = 0
 STRUCT_TOKENS = ("<TURN>", "</TURN>", "<img>", "</img>", "<frame>", "</frame>", "<Q>", "<PAD>")
 TAG_TOKENS = tuple(t for _, tag, _ in FIELDS for t in (f"<{tag}>", f"</{tag}>"))
 VALUE_TOKENS = tuple(f"<{tag}={v}>" for _, tag, values in FIELDS for v in values)
@@ -98,21 +102,27 @@ class TurnRecord:
     deltas: dict[str, int] | None = None
     states: dict[str, int] | None = None
 
-    def values(self) -> list[int]:
-        """The 4 field values in FIELDS order, validated (no silent defaults)."""
-        deltas = self.deltas or {}
-        out = []
+    def values(self) -> list[int | None]:
+        """The 4 field values in FIELDS order, validated (no silent defaults). A turn whose ``deltas`` is
+        None, or maps a field to None, does not know that state change: its value is None."""
+        out: list[int | None] = []
         for name, tag, valid in FIELDS:
-            v = self.motion_level if name == "motion_level" else deltas.get(name)
+            if name == "motion_level":
+                v = self.motion_level
+            elif self.deltas is None or self.deltas.get(name, 0) is None:
+                out.append(None)
+                continue
+            else:
+                v = self.deltas.get(name)
             if v is None or int(v) not in valid:
                 raise ValueError(f"turn {self.instruction!r}: {name} must be one of {valid}, got {v!r}")
             out.append(int(v))
         return out
 
 
-def value_classes(values: list[int]) -> list[int]:
-    """Field values -> class indices within each field's valid set."""
-    return [FIELDS[f][2].index(v) for f, v in enumerate(values)]
+def value_classes(values: list[int | None]) -> list[int]:
+    """Field values -> class indices within each field's valid set (IGNORE where unknown)."""
+    return [IGNORE if v is None else FIELDS[f][2].index(v) for f, v in enumerate(values)]
 
 
 @dataclass
@@ -182,7 +192,8 @@ class SequenceBuilder:
             classes = value_classes(values)
             for f, (_, tag, _) in enumerate(FIELDS):
                 offsets.append(len(ids))
-                ids += [v[f"<{tag}>"], v[f"<{tag}={values[f]}>"], v[f"</{tag}>"]]
+                value = UNKNOWN_AS if values[f] is None else values[f]
+                ids += [v[f"<{tag}>"], v[f"<{tag}={value}>"], v[f"</{tag}>"]]
             ids.append(v["</TURN>"])
         else:
             offsets.append(len(ids))

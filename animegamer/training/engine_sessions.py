@@ -168,9 +168,12 @@ def _first_frames(world, rows: list[dict[str, Any]]) -> torch.Tensor:
 
 
 def engine_turn(row: dict[str, Any]) -> dict[str, Any]:
-    """A world row -> an engine sessions turn (without s_a)."""
+    """A world row -> an engine sessions turn (without s_a). An ingested clip whose state changes were not
+    annotated has no deltas and no states: None, which the engine's loss skips."""
+    deltas, states = row.get("deltas"), row.get("states_before")
     return {"instruction": row["instruction"], "motion_level": int(row["motion_level"]),
-            "deltas": {k: int(v) for k, v in row["deltas"].items()}, "states": dict(row["states_before"]),
+            "deltas": None if deltas is None else {k: int(v) for k, v in deltas.items()},
+            "states": None if states is None else dict(states),
             **{k: row[k] for k in EXTRA_FIELDS if k in row}}
 
 

@@ -13,6 +13,10 @@ Outputs in --out: log.jsonl, loss.png, checkpoints/, final/frame_classifier/ (fp
 final/metrics.json: on the held-out (val + test) true shots, how often it names the shot's
 characters (top-k, k = the number of characters the turn has), its place and its time of day.
 That is the ceiling of those columns; the evaluator is meant to reach 0.95 on each.
+
+On an ingested film (``animegamer ingest --annotations``) the classes are the film's own characters,
+places and times, as its annotations name them, and it learns from the clips whose annotations say who,
+where and when: the grader of a model fine-tuned on that film (docs/results/ingest.md).
 """
 from __future__ import annotations
 
@@ -33,7 +37,7 @@ from animegamer.training.arguments import add_train_arguments, train_config_from
 from animegamer.training.loop import TrainConfig, train
 from animegamer.world.batches import ShotBatch
 from animegamer.world.cast import load_cast
-from animegamer.world.dataset import ShotDataset, collate_shots, heldout_shots
+from animegamer.world.dataset import ShotDataset, WorldDataset, collate_shots, heldout_shots
 from animegamer.world.place_art import TIMES, load_places
 
 
@@ -62,6 +66,26 @@ PRESETS: dict[str, FramesPreset] = {
 def world_labels() -> tuple[list[str], list[str], list[str]]:
     """The classifier's classes: every character of the cast, every place, every time of day."""
     return sorted(load_cast()), sorted(load_places()), list(TIMES)
+
+
+def labelled(row: dict) -> bool:
+    """A shot the classifier can learn from or be graded on: who, where and when are all known (an
+    ingested film's clips are known where its annotations say so)."""
+    return bool(row.get("characters")) and bool(row.get("place")) and bool(row.get("time"))
+
+
+def data_labels(world: WorldDataset) -> tuple[list[str], list[str], list[str]]:
+    """The classes for ``world``: the world's own for a rendered world; for an ingested film, the
+    characters, places and times its annotations name (a film has its own), over every split so
+    that the held-out clips' classes exist."""
+    if "ingest" not in world.meta:
+        return world_labels()
+    rows = [r for r in world.rows if labelled(r)]
+    if not rows:
+        raise ValueError(f"{world.root}: no clip says who, where and when; complete the annotations "
+                         "(ingest --annotations) before training a frame classifier on it")
+    return (sorted({c for r in rows for c in r["characters"]}), sorted({r["place"] for r in rows}),
+            sorted({r["time"] for r in rows}))
 
 
 def gaussian_blur(x: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
@@ -139,9 +163,11 @@ class FramesModule(nn.Module):
         return {"frame_classifier": {"backbone": self.model.backbone_config, "size": list(self.model.size)}}
 
 
-def build_module(preset: str, height: int, width: int) -> FramesModule:
+def build_module(preset: str, height: int, width: int,
+                 labels: tuple[list[str], list[str], list[str]] | None = None) -> FramesModule:
+    """``labels``: (characters, places, times), by default the world's."""
     p = PRESETS[preset]
-    chars, places, times = world_labels()
+    chars, places, times = labels or world_labels()
     return FramesModule(FrameClassifier(BACKBONES[p.backbone], chars, places, times, (height, width)), p)
 
 
@@ -151,6 +177,8 @@ def evaluate(classifier: FrameClassifier, data: str, progress: bool = True) -> d
     hits: dict[str, list[float]] = {"character": [], "place": [], "time": []}
     for item in heldout_shots(data, "frames", progress):
         row = item["row"]
+        if not labelled(row):
+            continue
         seen = classifier.read_shot(item["frames"].numpy(), len(row["characters"]))
         hits["character"].append(float(seen["characters"] == sorted(row["characters"])))
         hits["place"].append(float(seen["place"] == row["place"]))
@@ -168,9 +196,13 @@ def run(args: argparse.Namespace) -> int:
     preset = PRESETS[args.preset]
     cfg = train_config_from_args(preset.train, args)
     dataset = ShotDataset(args.data, "train", limit=args.limit)
+    labels = data_labels(dataset.world)
+    dataset.rows = [r for r in dataset.rows if labelled(r)]
+    if not dataset.rows:
+        raise ValueError(f"{args.data}: no training clip says who, where and when (complete the annotations)")
     h, w = dataset.world.meta["height"], dataset.world.meta["width"]
     torch.manual_seed(cfg.seed)  # model init
-    module = build_module(args.preset, h, w)
+    module = build_module(args.preset, h, w, labels)
     result = train(module, dataset, collate_shots, cfg, args.out, resume=args.resume)
     final = Path(result["final_dir"])
     metrics = {"train": {k: result[k] for k in ("step", "loss", "seconds")},

@@ -26,8 +26,11 @@ import numpy as np
 
 
 def level_key(row: dict[str, Any]) -> tuple:
-    """What the engine knows that moves a turn's motion level."""
-    return (row["motion"], row["adverb"], min(int(row["states_before"]["stamina"]), 30) // 5, len(row["characters"]))
+    """What the engine knows that moves a turn's motion level. A film clip annotated without states has
+    no stamina: its own bucket (-1), not a guess."""
+    states = row.get("states_before")
+    tired = -1 if states is None else min(int(states["stamina"]), 30) // 5
+    return (row["motion"], row["adverb"], tired, len(row["characters"]))
 
 
 class LevelTable:
