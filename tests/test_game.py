@@ -9,6 +9,7 @@ from animegamer.core.devices import DeviceError, resolve_device
 from animegamer.engine.model import load_engine, save_engine
 from animegamer.game.session import Game, GameInputError, check_instruction
 from animegamer.game.store import StoreError, frames_of
+from animegamer.world.instructions import known_places
 
 torch.set_num_threads(1)
 CAST = ["Qiqi", "Mika", "Ren"]
@@ -156,6 +157,7 @@ def test_load_from_directory(models, tmp_path):
     t = game.new_session(["Qiqi"], seed=1).step(RUN)
     assert t.frames.shape == (5, 8, 8, 3)
     assert load_engine  # the loader the game uses
+    assert game.places == known_places()  # no anchor bank: the world's places for the structured helper
 
 
 def test_terminal_and_cli(game, tmp_path, capsys):

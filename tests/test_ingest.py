@@ -182,6 +182,8 @@ def test_film_recipe_ingest_finetune_play(film, tmp_path):
     assert any(r["deltas"] is None for r in WorldDataset(runs / "data" / "film").rows)  # trained all the same
     game = Game.load(runs / "model", store=tmp_path / "saves")
     assert game.cast and all(c.endswith("ko") for c in game.cast)  # the model's cast is the film's
+    film_places = {r["place"] for r in WorldDataset(runs / "data" / "film").rows if r.get("place")}
+    assert game.places and set(game.places) <= film_places  # the places the helper offers: the film's
     hero = game.cast[0]
     with pytest.raises(GameInputError, match="unknown character"):
         game.new_session(["Qiqi"])

@@ -54,6 +54,7 @@ from animegamer.game.archive import restore_archive, write_archive
 from animegamer.game.characters import CharacterBook, CharacterError, CustomCharacter
 from animegamer.game.store import SessionStore, StoreError, TurnRow, export_session, frames_of
 from animegamer.world.cast import load_cast
+from animegamer.world.instructions import known_places
 from animegamer.world.motions import verbs
 from animegamer.world.rules import HIGH, LOW, STATE_NAMES, apply_deltas, initial_states
 from animegamer.world.shot import render_action, render_cutout
@@ -331,6 +332,14 @@ class Game:
                                                        "precision": precision or "as saved",
                                                        **({"quantize": q} if (q := engine.cfg.backbone_quantize)
                                                           else {})}, **kw)
+
+    @property
+    def places(self) -> list[str]:
+        """The places this model has pictures of: its anchor bank's (a model fine-tuned on a film: the film's
+        own), else the world's. The structured helper offers them; any other place can still be typed."""
+        bank = self.decoder.anchors
+        found = sorted({e["place"] for e in bank.entries if e.get("place")}) if bank is not None else []
+        return found or known_places()
 
     # ------------------------------------------------------------------------- the player's characters
     def add_character(self, name: str, description: str | None = None,

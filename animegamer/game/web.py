@@ -20,7 +20,7 @@ from animegamer.game.archive import ArchiveError
 from animegamer.game.characters import EXAMPLE as CHARACTER_EXAMPLE
 from animegamer.game.session import EXAMPLE, Game, GameInputError, GameSession, Turn
 from animegamer.game.store import STATE_COLORS, StoreError
-from animegamer.world.instructions import _vocab, known_adverbs, known_places, known_times
+from animegamer.world.instructions import _vocab, known_adverbs, known_times
 from animegamer.world.rules import STATE_NAMES, initial_states
 
 STAGES = {"thinking": "the engine is thinking", "drawing": "drawing the shot", "saving": "saving the turn",
@@ -149,7 +149,9 @@ def build_app(game: Game) -> gr.Blocks:
                         h_motion = gr.Dropdown(motion_phrases(), value="run", label="motion", allow_custom_value=True)
                     with gr.Row():
                         h_time = gr.Dropdown(known_times(), value="day", label="time")
-                        h_place = gr.Dropdown(known_places(), value="town", label="place")
+                        places = game.places
+                        h_place = gr.Dropdown(places, value="town" if "town" in places else places[0], label="place",
+                                              allow_custom_value=True)
                     compose = gr.Button("write it into the box")
                 with gr.Accordion("game: characters, restart, saved games, export", open=True):
                     chars = gr.CheckboxGroup(cast, value=[cast[0]], label="characters of a new game",
