@@ -281,6 +281,18 @@ def make_film(assets: Path, sessions: int, turns: int, seed: int, out: Path) -> 
     print(f"{len(shots)} shots, {len(frames) / FPS:.0f} s -> {out}/film.mp4")
 
 
+def model_frame(film_frame: int, film_fps: float, model_fps: float) -> int:
+    """The model frame that shows a film frame: ffmpeg's fps filter takes the nearest in time (measured)."""
+    return int(round(film_frame * model_fps / film_fps))
+
+
+def shot_of_clip(row: dict, shots: list[Shot], film_fps: float, model_fps: float) -> Shot | None:
+    """The shot an ingested clip starts in (None past the film's end)."""
+    k = round(row["source"]["start_s"] * model_fps)
+    return next((s for s in shots if model_frame(s.start, film_fps, model_fps) <= k
+                 < model_frame(s.start + s.frames, film_fps, model_fps)), None)
+
+
 def cut_kind(shot: Shot, prev: Shot) -> str:
     if shot.session != prev.session:
         return "new session"
@@ -297,25 +309,19 @@ def grade(film_dir: Path, data_dir: Path, names: Path | None) -> dict:
     data = WorldDataset(data_dir)
     source = json.loads(next((data.root / "sources").glob("*.json")).read_text())
     found = set(source["cuts"])  # in model frames: the first one of each shot
-    step = truth["fps"] / data.meta["fps"]  # film frames per model frame
-
-    def model_frame(film_frame: int) -> int:  # ffmpeg's fps filter: the model frame nearest in time (measured)
-        return int(round(film_frame / step))
-
-    true_cuts = {model_frame(sh.start): cut_kind(sh, shots[k - 1]) for k, sh in enumerate(shots) if k}
+    fps, model_fps = truth["fps"], data.meta["fps"]
+    true_cuts = {model_frame(sh.start, fps, model_fps): cut_kind(sh, shots[k - 1]) for k, sh in enumerate(shots) if k}
     kinds: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for at, kind in true_cuts.items():
         kinds[kind][0] += at in found
         kinds[kind][1] += 1
-    starts = {model_frame(sh.start): sh for sh in shots}
+    starts = {model_frame(sh.start, fps, model_fps) for sh in shots}
     by_action: dict[str, Counter] = defaultdict(Counter)
     on_shot, fields = 0, Counter()
     rows = data.rows
     for r in rows:
-        start = round(r["source"]["start_s"] * data.meta["fps"])  # model frames
-        sh = starts.get(start) or next((s for s in shots if model_frame(s.start) <= start
-                                        < model_frame(s.start + s.frames)), None)
-        on_shot += start in starts
+        on_shot += round(r["source"]["start_s"] * model_fps) in starts
+        sh = shot_of_clip(r, shots, fps, model_fps)
         if sh is None:
             continue
         by_action["chase" if len(sh.characters) == 2 else sh.action][r["motion_level"]] += 1
@@ -336,13 +342,13 @@ def grade(film_dir: Path, data_dir: Path, names: Path | None) -> dict:
                              | {"clips": fields["annotated"]}) if fields["annotated"] else None,
     }
     if names is not None:
-        result["reference_names"] = grade_names(names, rows, shots, truth["fps"])
+        result["reference_names"] = grade_names(names, rows, shots, fps, model_fps)
     near = {at + d for at in found for d in (-1, 0, 1)}
     result["cuts"]["recall_within_one_frame"] = len(near & set(true_cuts)) / max(len(true_cuts), 1)
     return result
 
 
-def grade_names(names: Path, rows: list[dict], shots: list[Shot], fps: int) -> dict:
+def grade_names(names: Path, rows: list[dict], shots: list[Shot], fps: float, model_fps: float) -> dict:
     """``annotate --references``' characters column against the truth, first name and exact set."""
     by_clip = {Path(r["shot"]).stem: r for r in rows}
     first, exact, n = [], 0, 0
@@ -350,8 +356,7 @@ def grade_names(names: Path, rows: list[dict], shots: list[Shot], fps: int) -> d
         r = by_clip.get(line.get("clip", ""))
         if r is None:
             continue
-        start = round(r["source"]["start_s"] * fps)
-        sh = next((s for s in shots if s.start <= start < s.start + s.frames), None)
+        sh = shot_of_clip(r, shots, fps, model_fps)
         said = [c for c in (line.get("characters") or "").split(";") if c]
         if sh is None:
             continue

@@ -32,7 +32,7 @@ from animegamer.models.character_reid import REID_DIR, CharacterReID
 from animegamer.world.dataset import WorldDataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sprite_film import Shot  # noqa: E402
+from sprite_film import Shot, shot_of_clip  # noqa: E402
 
 HIST_BINS = (24, 16)
 
@@ -81,11 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     truth = json.loads((a.film / "truth.json").read_text())
     shots = [Shot(**s) for s in truth["shots"]]
     data = WorldDataset(a.data)
-    step = truth["fps"] / data.meta["fps"]
     clips, truths = [], []
     for r in data.rows:
-        k = round(r["source"]["start_s"] * data.meta["fps"])
-        sh = next((s for s in shots if round(s.start / step) <= k < round((s.start + s.frames) / step)), None)
+        sh = shot_of_clip(r, shots, truth["fps"], data.meta["fps"])
         if sh is not None:
             clips.append(data.frames(r))
             truths.append(sh.characters)
