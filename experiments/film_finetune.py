@@ -9,6 +9,10 @@ the shipped model that meets the film's characters only as pictures.
         --set annotations=runs/film/annotations.csv
     .venv/bin/python experiments/film_finetune.py eval runs/film/run --cast runs/match/held_cast10.yaml \
         --out docs/results/ingest/film_finetune.json
+    # a film in another style (experiments/sprite_film.py): pictures from a folder, graded by a frame
+    # classifier trained on another seed of that film (train frames --data), which also grades the place
+    .venv/bin/python experiments/film_finetune.py eval RUN --references runs/sprite/film/references \
+        --frames-grader runs/sprite/frames/final/frame_classifier
 
 ``film``: the world's sessions one after another as one MP4 with hard cuts, and its labels as the
 annotation file a person would complete (`bench-ingest`'s own film and annotations).
@@ -40,10 +44,12 @@ from tqdm import tqdm
 
 from animegamer.core.atomic_io import write_json, write_text
 from animegamer.evaluation.bench.ingest import world_annotations, world_film
-from animegamer.evaluation.character_match import ReferenceGallery
+from animegamer.evaluation.character_match import PICTURE_SUFFIXES, ReferenceGallery
 from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR
+from animegamer.game.characters import read_picture
 from animegamer.game.session import Game
 from animegamer.models.character_reid import REID_DIR, CharacterReID
+from animegamer.models.frame_classifier import FrameClassifier
 from animegamer.world.cast import parse_cast
 from animegamer.world.character_gen import reference_sheet
 from animegamer.world.dataset import WorldDataset
@@ -69,29 +75,52 @@ def _mean_se(xs: list[float]) -> dict[str, float]:
     return {"mean": float(a.mean()), "se": float(a.std(ddof=1) / np.sqrt(len(a))) if len(a) > 1 else 0.0, "n": len(a)}
 
 
-def play(game: Game, sessions: list[list[dict]], gallery: ReferenceGallery, label: str) -> list[dict]:
+class Grader:
+    """Who is on screen (and, with a frame classifier, where): the re-identification gallery of the
+    characters' pictures (a film drawn like the world), or a frame classifier trained on another part of
+    the film (`train frames --data`: a film in another style, where the gallery is near chance)."""
+
+    def __init__(self, gallery: ReferenceGallery | None = None, classifier: FrameClassifier | None = None) -> None:
+        self.gallery, self.classifier = gallery, classifier
+
+    def read(self, frames: np.ndarray, row: dict) -> dict:
+        if self.classifier is not None:
+            seen = self.classifier.read_shot(frames, 1)
+            return {"named": seen["characters"], "right": seen["characters"][0] in row["characters"],
+                    "place_right": seen["place"] == row.get("place")}
+        who, _ = self.gallery.name(frames)
+        return {"named": who, "right": who[0] in row["characters"]}
+
+
+def play(game: Game, sessions: list[list[dict]], grader: Grader, label: str) -> list[dict]:
     rows = []
     for k, session in enumerate(tqdm(sessions, desc=label)):
         cast = list(dict.fromkeys(c for r in session for c in r["characters"]))  # everyone the session names
         gs = game.new_session(cast, seed=1000 + k, states=session[0]["states_before"])
         for r in session:
             turn = gs.step(r["instruction"])
-            who, _ = gallery.name(turn.frames)
             rows.append({"session": r["session"], "turn": r["turn"], "characters": r["characters"],
-                         "named": who, "right": who[0] in r["characters"],
-                         "level": turn.motion_level, "true_level": r["motion_level"],
+                         **grader.read(turn.frames, r), "level": turn.motion_level, "true_level": r["motion_level"],
                          "deltas": turn.deltas, "true_deltas": r["deltas"], "frames": turn.frames})
     return rows
 
 
-def evaluate(run: Path, cast_file: str, out: Path | None, reid_path: str, sheet: Path | None,
-             model: Path | None = None) -> dict:
+def character_pictures(cast_file: str | None, references: Path | None) -> dict[str, np.ndarray]:
+    """One picture per character: the cast's reference sheets re-uploaded, or a folder of pictures."""
+    if references is not None:
+        return {p.stem: read_picture(p) for p in sorted(references.iterdir()) if p.suffix.lower() in PICTURE_SUFFIXES}
+    specs = parse_cast(yaml.safe_load(Path(cast_file).read_text()), cast_file)
+    return {n: reuploaded(reference_sheet(s, 256)) for n, s in specs.items()}
+
+
+def evaluate(run: Path, cast_file: str | None, out: Path | None, reid_path: str, sheet: Path | None,
+             model: Path | None = None, references: Path | None = None, frames_grader: Path | None = None) -> dict:
     film = WorldDataset(run / "data" / "film")
     test = film.sessions("val") + film.sessions("test")  # neither split is trained on
-    specs = parse_cast(yaml.safe_load(Path(cast_file).read_text()), cast_file)
-    pictures = {n: reuploaded(reference_sheet(s, 256)) for n, s in specs.items()}
-    gallery = ReferenceGallery.from_pictures(pictures, CharacterReID.from_pretrained(reid_path), progress=True)
-    truth = [{"right": gallery.name(film.frames(r))[0][0] in r["characters"]} for s in test for r in s]
+    pictures = character_pictures(cast_file, references)
+    grader = (Grader(classifier=FrameClassifier.from_pretrained(frames_grader)) if frames_grader is not None else
+              Grader(ReferenceGallery.from_pictures(pictures, CharacterReID.from_pretrained(reid_path), progress=True)))
+    truth = [grader.read(film.frames(r), r) for s in test for r in s]
     with tempfile.TemporaryDirectory() as tmp:
         tuned = Game.load(model or run / "model", store=Path(tmp) / "tuned")
         shipped = Game.load(store=Path(tmp) / "shipped")
@@ -99,16 +128,22 @@ def evaluate(run: Path, cast_file: str, out: Path | None, reid_path: str, sheet:
             path = Path(tmp) / f"{name}.png"
             save_png(picture, path)
             shipped.add_character(name, image=path)
-        systems = {"fine-tuned": play(tuned, test, gallery, "fine-tuned"),
-                   "pictures": play(shipped, test, gallery, "pictures")}
-    states = list(test[0][0]["deltas"])
-    result = {"run": str(run), "model": str(model or run / "model"), "cast": cast_file, "test sessions": len(test), "turns": len(truth),
-              "chance": 1 / len(specs), "film clip (ceiling)": _mean_se([t["right"] for t in truth])}
+        systems = {"fine-tuned": play(tuned, test, grader, "fine-tuned"),
+                   "pictures": play(shipped, test, grader, "pictures")}
+    result = {"run": str(run), "model": str(model or run / "model"), "cast": cast_file or str(references),
+              "grader": str(frames_grader) if frames_grader else "reid gallery", "test sessions": len(test),
+              "turns": len(truth), "chance": 1 / len(pictures),
+              "film clip (ceiling)": _mean_se([t["right"] for t in truth])}
+    if frames_grader:
+        result["film clip (ceiling)"]["place"] = _mean_se([t["place_right"] for t in truth])
     for name, rows in systems.items():
+        known = [r for r in rows if r["true_deltas"] is not None]  # state changes a film's annotations gave
         result[name] = {
             "who is on screen": _mean_se([r["right"] for r in rows]),
             "level = clip's": _mean_se([r["level"] == r["true_level"] for r in rows]),
-            "deltas exact": _mean_se([all(r["deltas"][k] == r["true_deltas"][k] for k in states) for r in rows]),
+            "deltas exact": _mean_se([all(r["deltas"][k] == v for k, v in r["true_deltas"].items()) for r in known])
+            if known else None,
+            **({"place": _mean_se([r["place_right"] for r in rows])} if frames_grader else {}),
         }
     a, b = systems["fine-tuned"], systems["pictures"]
     result["paired (fine-tuned - pictures)"] = {
@@ -144,7 +179,12 @@ def main() -> None:
     f.add_argument("--out", type=Path, required=True)
     e = sub.add_parser("eval")
     e.add_argument("run", type=Path)
-    e.add_argument("--cast", required=True)
+    who = e.add_mutually_exclusive_group(required=True)
+    who.add_argument("--cast", help="the film's world cast file (its characters' reference sheets)")
+    who.add_argument("--references", type=Path, help="a folder of one picture per character (NAME.png)")
+    e.add_argument("--frames-grader", type=Path, default=None,
+                   help="a frame classifier trained on another part of the film (train frames --data): grades "
+                        "who and where; default: the reid gallery of the pictures")
     e.add_argument("--reid", default=str(DEFAULT_EVALUATOR / REID_DIR))
     e.add_argument("--out", type=Path, default=None)
     e.add_argument("--sheet", type=Path, default=None, help="contact sheet PNG/JPG")
@@ -153,7 +193,7 @@ def main() -> None:
     if a.what == "film":
         make_film(a.world, a.out)
     else:
-        evaluate(a.run, a.cast, a.out, a.reid, a.sheet, a.model)
+        evaluate(a.run, a.cast, a.out, a.reid, a.sheet, a.model, a.references, a.frames_grader)
 
 
 if __name__ == "__main__":
