@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import time
 from pathlib import Path
 
 import torch
@@ -26,6 +28,7 @@ from animegamer.world.dataset import ShotDataset, collate_shots
 CACHE_FORMAT = "animegamer-decoder-cache"
 CACHE_VERSION = 1
 PART_SIZE = 256
+WAIT_SECONDS = 2.0  # how often a process that does not build a cache looks whether it is finished
 
 def cache_meta(args: argparse.Namespace, split: str, n_text: int, limit: int | None, clip_dir: Path,
                 vae_dir: Path) -> dict:
@@ -67,6 +70,15 @@ def _latent_source(latents_from: Path | None, meta: dict) -> Path | None:
     return src
 
 
+def _finished(meta_path: Path, meta: dict) -> bool:
+    """A finished cache of exactly these inputs is at ``meta_path``'s folder."""
+    if not meta_path.is_file():
+        return False
+    old = load_json(meta_path)
+    return "parts" in old and {k: v for k, v in old.items() if k != "parts"} == meta and all(
+        (meta_path.parent / f"part_{p:05d}.safetensors").is_file() for p in range(old["parts"]))
+
+
 def build_cache(shots, get_encoders, cache_dir: Path, meta: dict, seed: int = 0, batch: int = 8,
                 progress: bool = True, latents_from: Path | None = None) -> Path:
     """Encode every shot once into ``cache_dir/part_*.safetensors``; resumes a partial build.
@@ -79,6 +91,14 @@ def build_cache(shots, get_encoders, cache_dir: Path, meta: dict, seed: int = 0,
 
     cache_dir.mkdir(parents=True, exist_ok=True)
     meta_path = cache_dir / "meta.json"
+    if _finished(meta_path, meta):  # rewriting its meta would unfinish it under a process reading it
+        return cache_dir
+    if os.environ.get("LOCAL_RANK", "0") != "0":
+        # a distributed launch (torchrun, accelerate launch): this machine's first process builds the cache,
+        # the others wait for it rather than build it beside it
+        while not _finished(meta_path, meta):
+            time.sleep(WAIT_SECONDS)
+        return cache_dir
     if meta_path.is_file():
         old = load_json(meta_path)
         if {k: v for k, v in old.items() if k != "parts"} != meta:
