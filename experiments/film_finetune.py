@@ -12,7 +12,7 @@ the shipped model that meets the film's characters only as pictures.
     # a film in another style (experiments/sprite_film.py): pictures from a folder, graded by a frame
     # classifier trained on another seed of that film (train frames --data), which also grades the place
     .venv/bin/python experiments/film_finetune.py eval RUN --references runs/sprite/film/references \
-        --frames-grader runs/sprite/frames/final/frame_classifier
+        --frames-grader runs/sprite/frames/final/frame_classifier [--film runs/sprite/ingested2]
 
 ``film``: the world's sessions one after another as one MP4 with hard cuts, and its labels as the
 annotation file a person would complete (`bench-ingest`'s own film and annotations).
@@ -29,6 +29,8 @@ Both play each session with the same seed. Graded on each turn:
 - the motion level: the engine's level against the clip's measured one;
 - the states: the engine's deltas against the annotated ones.
 Paired differences (fine-tuned - pictures) over the same turns, with standard errors.
+``--film DIR`` plays every session of another ingested film of the same characters instead (more turns
+than a film's held-out split); ``--device cuda`` plays both games on a GPU.
 """
 from __future__ import annotations
 
@@ -114,16 +116,18 @@ def character_pictures(cast_file: str | None, references: Path | None) -> dict[s
 
 
 def evaluate(run: Path, cast_file: str | None, out: Path | None, reid_path: str, sheet: Path | None,
-             model: Path | None = None, references: Path | None = None, frames_grader: Path | None = None) -> dict:
-    film = WorldDataset(run / "data" / "film")
-    test = film.sessions("val") + film.sessions("test")  # neither split is trained on
+             model: Path | None = None, references: Path | None = None, frames_grader: Path | None = None,
+             device: str = "cpu", held_out_film: Path | None = None) -> dict:
+    # the run's own film: its val and test sessions (neither is trained on); another film: all of it
+    film = WorldDataset(held_out_film or run / "data" / "film")
+    test = film.sessions() if held_out_film else film.sessions("val") + film.sessions("test")
     pictures = character_pictures(cast_file, references)
     grader = (Grader(classifier=FrameClassifier.from_pretrained(frames_grader)) if frames_grader is not None else
               Grader(ReferenceGallery.from_pictures(pictures, CharacterReID.from_pretrained(reid_path), progress=True)))
     truth = [grader.read(film.frames(r), r) for s in test for r in s]
     with tempfile.TemporaryDirectory() as tmp:
-        tuned = Game.load(model or run / "model", store=Path(tmp) / "tuned")
-        shipped = Game.load(store=Path(tmp) / "shipped")
+        tuned = Game.load(model or run / "model", store=Path(tmp) / "tuned", device=device)
+        shipped = Game.load(store=Path(tmp) / "shipped", device=device)
         for name, picture in pictures.items():
             path = Path(tmp) / f"{name}.png"
             save_png(picture, path)
@@ -131,6 +135,7 @@ def evaluate(run: Path, cast_file: str | None, out: Path | None, reid_path: str,
         systems = {"fine-tuned": play(tuned, test, grader, "fine-tuned"),
                    "pictures": play(shipped, test, grader, "pictures")}
     result = {"run": str(run), "model": str(model or run / "model"), "cast": cast_file or str(references),
+              "film": str(held_out_film or run / "data" / "film"),
               "grader": str(frames_grader) if frames_grader else "reid gallery", "test sessions": len(test),
               "turns": len(truth), "chance": 1 / len(pictures),
               "film clip (ceiling)": _mean_se([t["right"] for t in truth])}
@@ -150,6 +155,8 @@ def evaluate(run: Path, cast_file: str | None, out: Path | None, reid_path: str,
         "who is on screen": _mean_se([float(x["right"]) - float(y["right"]) for x, y in zip(a, b)]),
         "level = clip's": _mean_se([float(x["level"] == x["true_level"]) - float(y["level"] == y["true_level"])
                                     for x, y in zip(a, b)]),
+        **({"place": _mean_se([float(x["place_right"]) - float(y["place_right"]) for x, y in zip(a, b)])}
+           if frames_grader else {}),
     }
     print(json.dumps(result, indent=1))
     if out:
@@ -189,11 +196,15 @@ def main() -> None:
     e.add_argument("--out", type=Path, default=None)
     e.add_argument("--sheet", type=Path, default=None, help="contact sheet PNG/JPG")
     e.add_argument("--model", type=Path, default=None, help="the fine-tuned model (default: RUN/model)")
+    e.add_argument("--device", default="cpu", help="where both games play: cpu, cuda, auto (default: %(default)s)")
+    e.add_argument("--film", type=Path, default=None,
+                   help="play every session of another ingested film of the same characters (a held-out film) "
+                        "instead of the run's own held-out sessions")
     a = ap.parse_args()
     if a.what == "film":
         make_film(a.world, a.out)
     else:
-        evaluate(a.run, a.cast, a.out, a.reid, a.sheet, a.model, a.references, a.frames_grader)
+        evaluate(a.run, a.cast, a.out, a.reid, a.sheet, a.model, a.references, a.frames_grader, a.device, a.film)
 
 
 if __name__ == "__main__":
