@@ -20,13 +20,24 @@ Concurrency. Turns of one game are serialised (a lock per game, taken before any
 game's waiting turns hold no slot); up to ``max_active_games`` games' turns run at once (the
 models themselves run one turn at a time under ``Game.lock``; what overlaps is the clip writing
 and saving); up to ``max_queue`` more turns wait. Beyond that a turn gets 429 with Retry-After.
+Restores and picture uploads are heavy too: they take a place and a slot exactly as a turn does.
 Turns run in worker threads, so reads (listing games, downloading clips) are served meanwhile.
 
+Trust (docs/trust.md). Bodies are bounded (``max_body_bytes`` for JSON, the picture limit for a
+picture, ``max_restore_bytes`` for a saved game, which is spooled to a temporary file, not held in
+memory). A restored file is checked whole before anything is written (game/archive.py). Without an
+API key the server is on this machine only (``check_exposure``), and a request that changes
+something and carries an ``Origin`` must come from a page of this server on a loopback address: a
+web page the player opens elsewhere cannot post to it (nor through DNS rebinding); the raw-body
+routes also take only their own content types, which a cross-site form cannot send.
+
 Errors: every error is JSON ``{"error": "..."}`` with a 4xx status that says what was wrong:
-400 (malformed JSON), 401 (API key), 404 (unknown game, turn or route), 409 (the game was changed
-elsewhere at the same moment), 413 (body over ``max_body_bytes``; a picture: over the characters'
-picture limit), 415 (a picture upload that is not an image), 422 (wrong fields or types, an instruction
-the game refuses, a picture it cannot use), 429 (queue full). A refused request saves nothing.
+400 (malformed JSON), 401 (API key), 403 (a change asked by a page of another origin), 404 (unknown
+game, turn or route), 409 (the game was changed elsewhere at the same moment), 413 (body over
+``max_body_bytes``, by Content-Length or while streaming; a picture: over the characters' picture
+limit; a saved game: over ``max_restore_bytes``), 415 (a picture or a saved game sent as another
+content type), 422 (wrong fields or types, an instruction the game refuses, a picture it cannot use,
+a saved-game file it cannot restore), 429 (queue full). A refused request saves nothing.
 
 Game ids and turn numbers are the only names taken from a URL: an id must match ``GAME_ID`` and
 files are found through the store's rows, never by a path from the request.
@@ -37,11 +48,13 @@ import collections
 import contextlib
 import re
 import secrets
+import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, BinaryIO
+from urllib.parse import urlsplit
 
 import anyio
 from fastapi import Depends, FastAPI, Query, Request
@@ -50,18 +63,20 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from animegamer.game.archive import ArchiveError
-from animegamer.game.characters import MAX_PICTURE_BYTES, CustomCharacter
+from animegamer.game.archive import MAX_UPLOAD_BYTES, ArchiveError
+from animegamer.game.characters import MAX_PICTURE_BYTES, PICTURE_TYPES, CustomCharacter
 from animegamer.game.session import Game, GameInputError, GameSession, Turn
-from animegamer.game.store import SessionRow, StoreError, TurnRow
+from animegamer.game.store import GAME_ID, SessionRow, StoreError, TurnRow
 from animegamer.world.rules import initial_states
 
-GAME_ID = r"^[A-Za-z0-9_-]{1,64}$"
 PICTURE_PATH = r"/characters/[^/]+/picture"  # the routes whose body is a file, not small JSON: a picture
 RESTORE_PATH = "/games/restore"  # and a saved game
-MAX_ARCHIVE_UPLOAD = 1024**3
+ARCHIVE_TYPES = ("application/zip", "application/x-zip-compressed")  # what browsers and curl call a .zip
+SPOOL_BYTES = 8 * 1024**2  # a saved game's upload beyond this goes to a temporary file, not memory
+UNSAFE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 MAX_SEED = 2**63 - 1
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 DOCS_STATIC = "/static-offline-docs"  # the docs pages' scripts, served from the package (no CDN: works offline)
@@ -81,6 +96,7 @@ class ServeConfig:
     max_queue: int = 8  # turns that may wait beyond those; more get 429
     retry_after_s: int = 5  # what a 429 tells the client to wait
     max_body_bytes: int = 16 * 1024  # requests are small JSON; anything larger is refused unread
+    max_restore_bytes: int = MAX_UPLOAD_BYTES  # a saved game to restore (spooled to a temporary file)
     api_key: str | None = None  # when set, every request but OPEN_PATHS needs it (Authorization: Bearer, X-API-Key)
     open_sessions: int = 32  # games kept open in memory (least recently played are closed)
 
@@ -88,8 +104,10 @@ class ServeConfig:
         if self.max_active_games < 1 or self.max_queue < 0:
             raise ValueError(f"max_active_games must be >= 1 and max_queue >= 0, got {self.max_active_games} "
                              f"and {self.max_queue}")
-        if self.max_body_bytes < 1024 or self.open_sessions < 1 or self.retry_after_s < 1:
-            raise ValueError("max_body_bytes must be >= 1024, open_sessions and retry_after_s >= 1")
+        if self.max_body_bytes < 1024 or self.max_restore_bytes < 1024 or self.open_sessions < 1 or \
+                self.retry_after_s < 1:
+            raise ValueError("max_body_bytes and max_restore_bytes must be >= 1024, open_sessions and "
+                             "retry_after_s >= 1")
         if self.api_key is not None and len(self.api_key) < 8:
             raise ValueError("the API key must be at least 8 characters")
 
@@ -248,11 +266,21 @@ class GameHall:
             self.row(gid)
             return self.game.archive_session(gid)
 
-    def restore(self, data: bytes) -> str:
-        try:
-            return self.game.restore_session(data)
-        except ArchiveError as e:
-            raise ApiError(422, str(e)) from None
+    def restore(self, source: bytes | BinaryIO) -> str:
+        """A saved game restored (runs in a worker thread, in a turn's slot)."""
+        with self._slots:
+            try:
+                return self.game.restore_session(source)
+            except (ArchiveError, StoreError) as e:
+                raise ApiError(422, str(e)) from None
+
+    def add_from_picture(self, name: str, description: str | None, data: bytes) -> CustomCharacter:
+        """A character of the player's own from a picture (runs in a worker thread, in a turn's slot)."""
+        with self._slots:
+            try:
+                return self.game.add_character(name, description or None, image=data)
+            except GameInputError as e:
+                raise ApiError(422, str(e)) from None
 
 
 # ----------------------------------------------------------------------------- shaping answers
@@ -279,24 +307,28 @@ def _inside(root: Path, p: Path) -> Path:
 
 
 # ----------------------------------------------------------------------------- ASGI guards
-class _TooLarge(Exception):
-    pass
+class _TooLarge(StarletteHTTPException):
+    """Raised while a body streams in: an HTTP exception, so that FastAPI's body parsing passes it on as
+    it is (any other exception there becomes a 400) and the app answers 413."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"the request body is larger than {limit} bytes")
 
 
 class BodyLimit:
     """Refuses bodies over ``limit`` bytes with 413, by Content-Length or while streaming; a picture
     upload (``PICTURE_PATH``) may be as large as a character's picture may be, a saved game to restore
-    up to ``MAX_ARCHIVE_UPLOAD``."""
+    up to ``restore_limit``."""
 
-    def __init__(self, app: Any, limit: int) -> None:
-        self.app, self.limit = app, limit
+    def __init__(self, app: Any, limit: int, restore_limit: int) -> None:
+        self.app, self.limit, self.restore_limit = app, limit, restore_limit
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         path = scope.get("path", "")
         limit = (MAX_PICTURE_BYTES if re.fullmatch(PICTURE_PATH, path) else
-                 MAX_ARCHIVE_UPLOAD if path == RESTORE_PATH else self.limit)
+                 self.restore_limit if path == RESTORE_PATH else self.limit)
         message = f"the request body is larger than {limit} bytes"
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > limit):
@@ -309,7 +341,7 @@ class BodyLimit:
             if msg["type"] == "http.request":
                 seen += len(msg.get("body", b""))
                 if seen > limit:
-                    raise _TooLarge
+                    raise _TooLarge(limit)
             return msg
 
         async def tracked(msg: dict) -> None:
@@ -322,6 +354,41 @@ class BodyLimit:
         except _TooLarge:
             if not started:
                 await JSONResponse({"error": message}, 413)(scope, receive, send)
+
+
+def _own_origin(origin: str, host: str, scheme: str) -> bool:
+    """Whether a browser's ``Origin`` is this server itself, on a loopback address: the page's scheme,
+    host and port are the request's, and the host is this machine's (a page of another site that made its
+    name resolve to 127.0.0.1, DNS rebinding, has its own name as Host and is refused)."""
+    try:
+        parts = urlsplit(origin)
+        return parts.scheme == scheme and parts.netloc.lower() == host.lower() and parts.hostname in LOOPBACK
+    except ValueError:  # a malformed port or address
+        return False
+
+
+class SameOrigin:
+    """Without an API key: a request that changes something (``UNSAFE_METHODS``) and carries an
+    ``Origin`` header, as a browser's does, must come from a page of this server (403 otherwise).
+    Programs (curl, httpx) send no Origin and are served; a web page the player opens cannot make the
+    player's own server restore, upload, play or delete."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope.get("method") in UNSAFE_METHODS:
+            headers = Headers(scope=scope)
+            origin = headers.get("origin")
+            if origin is not None and not _own_origin(origin, headers.get("host", ""), scope.get("scheme", "http")):
+                return await JSONResponse({"error": f"a request from a page of {origin[:100]!r} may not change this "
+                                                    "server's games: only its own pages may, or a program (with an "
+                                                    "API key when one is set)"}, 403)(scope, receive, send)
+        return await self.app(scope, receive, send)
+
+
+def _content_type(request: Request) -> str:
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
 
 
 class ApiKey:
@@ -350,13 +417,6 @@ def _character_out(made: CustomCharacter) -> CharacterOut:
                         note=made.fit_note)
 
 
-def _add_from_picture(game: Game, name: str, description: str | None, data: bytes) -> CustomCharacter:
-    try:
-        return game.add_character(name, description or None, image=data)
-    except GameInputError as e:
-        raise ApiError(422, str(e)) from None
-
-
 def _the_hall(request: Request) -> GameHall:
     return request.app.state.hall
 
@@ -378,7 +438,7 @@ def create_app(game: Game, config: ServeConfig | None = None) -> FastAPI:
     """The API over ``game`` (its models and store). Serve it with uvicorn (see ``serve``)."""
     config = config or ServeConfig()
     hall = GameHall(game, config)
-    errors = {c: {"model": ErrorOut} for c in (400, 404, 409, 413, 422, 429)}
+    errors = {c: {"model": ErrorOut} for c in (400, 403, 404, 409, 413, 415, 422, 429)}
     app = FastAPIOffline(title="AnimeGamer", version="1", responses=errors, static_url=DOCS_STATIC,
                   description="Play AnimeGamer over HTTP: create a game, play turns (an instruction in, the "
                               "motion level, the state changes and the shot out), download clips and exports. "
@@ -425,13 +485,15 @@ def create_app(game: Game, config: ServeConfig | None = None) -> FastAPI:
             name: Annotated[str, UrlPath(min_length=1, max_length=40)], request: Request, h: Hall,
             description: Annotated[str | None, Query(max_length=500, description="what they look like, too")] = None,
     ) -> CharacterOut:
-        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if not kind.startswith("image/"):
-            raise ApiError(415, f"the body must be the picture itself with an image/* content type, got {kind or 'none'!r}")
-        data = await request.body()
-        if not data:
-            raise ApiError(422, "the picture is empty")
-        made = await anyio.to_thread.run_sync(_add_from_picture, h.game, name, description, data)
+        kind = _content_type(request)
+        if kind not in PICTURE_TYPES:
+            raise ApiError(415, f"the body must be the picture itself with an image/* content type "
+                                f"({', '.join(PICTURE_TYPES)}), got {kind or 'none'!r}")
+        with h.admitted():  # a picture is read and fitted in a turn's place: uploads cannot crowd turns out
+            data = await request.body()
+            if not data:
+                raise ApiError(422, "the picture is empty")
+            made = await anyio.to_thread.run_sync(h.add_from_picture, name, description, data, limiter=h.limiter)
         return _character_out(made)
 
     @app.get("/characters/{name}/reference.png", response_class=FileResponse, summary="a character's reference picture")
@@ -492,7 +554,7 @@ def create_app(game: Game, config: ServeConfig | None = None) -> FastAPI:
         if kind not in ("mp4", "png"):
             raise ApiError(404, f"exports are export.mp4 and export.png, not export.{kind}")
         h.row(gid)
-        p = h.game.store.export_dir() / f"{gid}.{kind}"
+        p = h.game.store.export_path(gid, f".{kind}")
         if not p.is_file():
             raise ApiError(404, f"game {gid} has not been exported yet: POST /games/{gid}/export first")
         return FileResponse(_inside(h.game.store.root, p), media_type="video/mp4" if kind == "mp4" else "image/png",
@@ -509,15 +571,24 @@ def create_app(game: Game, config: ServeConfig | None = None) -> FastAPI:
               openapi_extra={"requestBody": {"required": True, "content": {
                   "application/zip": {"schema": {"type": "string", "format": "binary"}}}}})
     async def restore(request: Request, h: Hall) -> GameOut:
-        data = await request.body()
-        if not data:
-            raise ApiError(422, "the body is empty: send the saved game's file (application/zip)")
-        gid = await anyio.to_thread.run_sync(h.restore, data, limiter=h.limiter)
+        kind = _content_type(request)
+        if kind not in ARCHIVE_TYPES:
+            raise ApiError(415, f"the body must be the saved game's file as application/zip, got {kind or 'none'!r}")
+        with h.admitted(), tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as body:
+            size = 0
+            async for piece in request.stream():  # BodyLimit stops it past max_restore_bytes (413)
+                size += len(piece)
+                body.write(piece)  # memory up to SPOOL_BYTES, then a temporary file
+            if not size:
+                raise ApiError(422, "the body is empty: send the saved game's file (application/zip)")
+            gid = await anyio.to_thread.run_sync(h.restore, body, limiter=h.limiter)
         return _game_out(h.row(gid))
 
-    app.add_middleware(BodyLimit, limit=config.max_body_bytes)
+    app.add_middleware(BodyLimit, limit=config.max_body_bytes, restore_limit=config.max_restore_bytes)
     if config.api_key:
         app.add_middleware(ApiKey, key=config.api_key)  # outermost: nothing is read for a caller without the key
+    else:
+        app.add_middleware(SameOrigin)  # outermost: nothing is read for another site's page
     return app
 
 

@@ -25,6 +25,7 @@ import dataclasses
 import hashlib
 import io
 import json
+import math
 import re
 import time
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ import numpy as np
 from PIL import Image
 
 from animegamer.core.atomic_io import atomic_write, write_json
+from animegamer.game.store import confined
+from animegamer.game.text import MAX_DESCRIPTION_CHARS, describe_characters, unsafe_characters
 from animegamer.world.cast import ACCESSORY_TYPES, CharacterSpec, parse_cast
 from animegamer.world.character_fit import CLOSE_FIT, fit_character
 from animegamer.world.character_gen import character_entry, describe, random_character, reference_sheet
@@ -57,7 +60,9 @@ OUTFIT_WORDS = {"dress": "dress", "hoodie": "hoodie", "sailor": "sailor_uniform"
 ACCESSORY_WORDS = {t.replace("_", " "): t for t in ACCESSORY_TYPES} | {"sun hat": "sunhat", "hat": "witch_hat"}
 WHO = {"girl": "she", "woman": "she", "she": "she", "her": "she", "boy": "he", "man": "he", "he": "he", "his": "he"}
 EXAMPLE = "a girl with short green hair in a red hoodie, with a scarf"
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9 '\-]*$")
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9 '\-]*")  # fullmatch
+ENTRY_KEYS = ("description", "entry", "understood", "created_at", "picture", "fit")  # a book entry, as stored
+MAX_UNDERSTOOD = 64  # phrases of what was understood that an entry from elsewhere may carry
 
 
 class CharacterError(ValueError):
@@ -162,7 +167,7 @@ def check_name(name: Any, taken: list[str]) -> str:
     name = " ".join(name.split())
     if len(name) > MAX_NAME:
         raise CharacterError(f"the name is {len(name)} characters long; keep it to {MAX_NAME}")
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise CharacterError(f"{name!r}: a name starts with a letter and holds letters, digits, spaces, - and '")
     if name.lower() in {t.lower() for t in taken}:
         raise CharacterError(f"{name} is already taken; choose another name")
@@ -177,8 +182,11 @@ class CharacterBook:
         self.root = Path(store_root) / CHARACTERS_DIR
 
     def _read(self) -> dict[str, Any]:
-        p = self.root / BOOK_NAME
+        p = self._book_path()
         return json.loads(p.read_text()) if p.is_file() else {"version": 1, "characters": {}}
+
+    def _book_path(self) -> Path:
+        return confined(self.root, BOOK_NAME)
 
     def list(self) -> list[CustomCharacter]:
         out = []
@@ -199,10 +207,10 @@ class CharacterBook:
         return hashlib.blake2b(name.encode(), digest_size=6).hexdigest()
 
     def reference_path(self, name: str) -> Path:
-        return self.root / f"{self._stem(name)}.png"
+        return confined(self.root, f"{self._stem(name)}.png")
 
     def sprite_path(self, name: str) -> Path:
-        return self.root / f"{self._stem(name)}_cutout.png"
+        return confined(self.root, f"{self._stem(name)}_cutout.png")
 
     def add(self, name: Any, description: Any = None, taken: list[str] | None = None,
             image: str | Path | bytes | None = None) -> CustomCharacter:
@@ -216,8 +224,7 @@ class CharacterBook:
         description = (description or "").strip()
         if not description and image is None:
             raise CharacterError(f"describe {name} or give a picture of them, e.g. {EXAMPLE!r}")
-        if len(description) > 500:
-            raise CharacterError(f"the description is {len(description)} characters long; keep it to 500")
+        check_description(description)
         picture = read_picture(image) if image is not None else None
         fit, sprite = None, None
         if picture is not None:  # a bad picture fails before anything is written
@@ -240,7 +247,7 @@ class CharacterBook:
         book["characters"][name] = {"description": description, "entry": character_entry(spec) if spec else None,
                                     "understood": understood, "created_at": made, "picture": sprite is not None,
                                     **({"fit": fitted} if fitted else {})}
-        write_json(self.root / BOOK_NAME, book)
+        write_json(self._book_path(), book)
         return CustomCharacter(name, description, spec, understood, made,
                                self.sprite_path(name) if sprite is not None else None, fitted)
 
@@ -250,20 +257,42 @@ class CharacterBook:
 
     def check_entry(self, name: Any, entry: Any, reference: bytes, cutout: bytes | None) -> None:
         """CharacterError unless ``entry`` (as ``entries`` gives it, e.g. from a saved-game file) with these
-        pictures (PNG bytes) is a character this book can hold under ``name``."""
-        check_name(name, [])
-        if not isinstance(entry, dict) or not {"description", "entry", "understood", "picture"} <= set(entry):
+        pictures (PNG bytes) is a character this book can hold under ``name``. Everything the book later
+        reads of an entry is checked here, so an entry from elsewhere cannot break the book for every game."""
+        if check_name(name, []) != name:  # as typed names are kept: spaces collapsed, no line breaks
+            raise CharacterError(f"{name[:40]!r}: a name holds single spaces between its words")
+        if not isinstance(entry, dict) or not {"description", "entry", "understood", "picture", "created_at"} \
+                <= set(entry):
             raise CharacterError(f"{name}: not a character entry")
+        if not isinstance(entry["description"], str):
+            raise CharacterError(f"{name}: the description is not text")
+        check_description(entry["description"])
+        understood = entry["understood"]
+        if not isinstance(understood, list) or len(understood) > MAX_UNDERSTOOD or \
+                not all(isinstance(u, str) and len(u) <= MAX_DESCRIPTION_CHARS and not unsafe_characters(u)
+                        for u in understood):
+            raise CharacterError(f"{name}: what was understood of them is not a list of plain phrases")
+        if not isinstance(entry["picture"], bool) or entry["picture"] != (cutout is not None):
+            raise CharacterError(f"{name}: the entry says picture={repr(entry['picture'])[:20]} but the file "
+                                 f"{'has' if cutout is not None else 'has no'} cut-out")
+        if not _finite(entry["created_at"]):
+            raise CharacterError(f"{name}: created_at is not a time")
+        fit = entry.get("fit")
+        if fit is not None and not (isinstance(fit, dict) and _finite(fit.get("error")) and
+                                    isinstance(fit.get("read"), list) and
+                                    all(isinstance(r, str) and not unsafe_characters(r) for r in fit["read"])):
+            raise CharacterError(f"{name}: its fit is not {{error: number, read: [phrases]}}")
         if entry["entry"] is not None:
-            parse_cast({"characters": {name: entry["entry"]}}, f"the entry of {name}")
+            try:
+                spec = parse_cast({"characters": {name: entry["entry"]}}, f"the entry of {name}")[name]
+            except (ValueError, TypeError, KeyError, AttributeError) as e:  # what a malformed mapping raises
+                raise CharacterError(f"{name}: not a character the world can draw ({e})") from None
+            check_description(spec.description)
         elif cutout is None:
             raise CharacterError(f"{name}: neither a description the world can draw nor a picture")
         for data, what in ((reference, "reference sheet"), (cutout, "cut-out")):
             if data is not None:
-                try:
-                    Image.open(io.BytesIO(data)).verify()
-                except Exception as e:  # PIL raises many kinds for a broken file
-                    raise CharacterError(f"{name}: the {what} is not a picture ({e})") from None
+                check_png(data, f"{name}: the {what}")
 
     def same(self, name: str, entry: dict[str, Any], cutout: bytes | None) -> bool:
         """Whether ``name`` here is the character ``entry`` (and the cut-out of its picture, PNG bytes)
@@ -275,36 +304,83 @@ class CharacterBook:
         return cutout is None or self.sprite_path(name).read_bytes() == cutout
 
     def adopt(self, name: str, entry: dict[str, Any], reference: bytes, cutout: bytes | None) -> None:
-        """Keep a character that comes whole from elsewhere (a saved-game file): its entry as stored and its
-        pictures' PNG bytes. The pictures are written before the entry, as ``add`` does."""
+        """Keep a character that comes whole from elsewhere (a saved-game file): its entry (the fields a
+        book entry has, nothing else) and its pictures' PNG bytes. The pictures are written before the
+        entry, as ``add`` does."""
         self.check_entry(name, entry, reference, cutout)
-        if name in self.names():
-            raise CharacterError(f"{name} is already taken; choose another name")
+        check_name(name, self.names())  # case-insensitively: "neko" beside "Neko" would be removed for it
         atomic_write(self.reference_path(name), lambda fh: fh.write(reference))
         if cutout is not None:
             atomic_write(self.sprite_path(name), lambda fh: fh.write(cutout))
         book = self._read()
-        book["characters"][name] = {**entry, "picture": cutout is not None}
-        write_json(self.root / BOOK_NAME, book)
+        book["characters"][name] = {**{k: entry[k] for k in ENTRY_KEYS if k in entry}, "picture": cutout is not None}
+        write_json(self._book_path(), book)
 
     def remove(self, name: str) -> None:
         book = self._read()
-        match = next((n for n in book["characters"] if n.lower() == str(name).strip().lower()), None)
+        wanted = str(name).strip()
+        match = wanted if wanted in book["characters"] else \
+            next((n for n in book["characters"] if n.lower() == wanted.lower()), None)
         if match is None:
             raise CharacterError(f"no custom character {name!r} (yours: {', '.join(book['characters']) or 'none'})")
         del book["characters"][match]
-        write_json(self.root / BOOK_NAME, book)
+        write_json(self._book_path(), book)
         self.reference_path(match).unlink(missing_ok=True)
         self.sprite_path(match).unlink(missing_ok=True)
 
 
+def check_description(text: str) -> None:
+    """CharacterError unless ``text`` is a description a player may give (length, no control characters
+    nor bidirectional overrides: game/text.py)."""
+    if len(text) > MAX_DESCRIPTION_CHARS:
+        raise CharacterError(f"the description is {len(text)} characters long; keep it to {MAX_DESCRIPTION_CHARS}")
+    bad = unsafe_characters(text)
+    if bad:
+        raise CharacterError(f"the description contains unreadable or control characters ({describe_characters(bad)}); "
+                             "retype it as plain text")
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 MIN_PICTURE, MAX_PICTURE, MAX_PICTURE_BYTES = 48, 4096, 20 * 1024 * 1024
+PICTURE_FORMATS = ("PNG", "JPEG", "WEBP", "GIF", "BMP")  # the decoders a picture from outside may reach
+PICTURE_TYPES = ("image/png", "image/jpeg", "image/jpg", "image/webp", "image/gif", "image/bmp")  # HTTP content types
 BACKGROUND_TOLERANCE = 24  # per channel: how far from the border's colours a pixel may be and still be background
+
+
+def _check_size(im: Image.Image, what: str, smallest: int) -> None:
+    """The decompression-bomb guard: a picture's size as its header declares it, checked before a pixel is
+    decoded (``Image.open`` reads only the header). A few KB of PNG can declare 13000 x 13000 pixels,
+    which decode to 0.7 GB; Pillow's own guard (``Image.MAX_IMAGE_PIXELS``, process-wide and shared with
+    the training code) only refuses from 179 M pixels, ten times ours."""
+    w, h = im.size
+    if min(w, h) < smallest or max(w, h) > MAX_PICTURE:
+        raise CharacterError(f"{what}: {w} x {h} pixels; a picture is {smallest} to {MAX_PICTURE} pixels a side")
+
+
+def check_png(data: bytes, what: str) -> None:
+    """CharacterError unless ``data`` is a whole PNG of at most ``MAX_PICTURE`` pixels a side (a saved
+    game's reference sheet or cut-out): its header's size first, then every chunk, then its pixels."""
+    if len(data) > MAX_PICTURE_BYTES:
+        raise CharacterError(f"{what} is {len(data)} bytes; a picture is at most {MAX_PICTURE_BYTES // 2**20} MB")
+    try:
+        with Image.open(io.BytesIO(data), formats=["PNG"]) as im:
+            _check_size(im, what, 1)
+            im.verify()  # the chunks' checksums, without decoding
+        with Image.open(io.BytesIO(data), formats=["PNG"]) as im:
+            im.load()  # a broken image stream is found now, not while a turn is drawn
+    except CharacterError:
+        raise
+    except Exception as e:  # PIL raises many kinds for a broken file
+        raise CharacterError(f"{what} is not a picture ({e})") from None
 
 
 def read_picture(source: str | Path | bytes) -> np.ndarray:
     """An uploaded picture (a file, or its bytes as an HTTP body brings them) as uint8 RGB (H, W, 3), or
-    CharacterError saying what is wrong with it."""
+    CharacterError saying what is wrong with it. Its byte size and its header's pixel size are checked
+    before it is decoded, so a picture bomb costs a header's read."""
     if isinstance(source, bytes):
         p, size, opened = "the picture", len(source), io.BytesIO(source)
     else:
@@ -315,14 +391,14 @@ def read_picture(source: str | Path | bytes) -> np.ndarray:
     if size == 0 or size > MAX_PICTURE_BYTES:
         raise CharacterError(f"{p}: {size} bytes; a picture is 1 byte to {MAX_PICTURE_BYTES // 2**20} MB")
     try:
-        with Image.open(opened) as im:
+        with Image.open(opened, formats=PICTURE_FORMATS) as im:
+            _check_size(im, str(p), MIN_PICTURE)
             im.load()
             rgba = im.convert("RGBA")
-    except (OSError, SyntaxError, Image.DecompressionBombError) as e:
+    except CharacterError:
+        raise
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
         raise CharacterError(f"{p}: not a picture this game can read ({e})") from None
-    w, h = rgba.size
-    if min(w, h) < MIN_PICTURE or max(w, h) > MAX_PICTURE:
-        raise CharacterError(f"{p}: {w} x {h} pixels; a picture is {MIN_PICTURE} to {MAX_PICTURE} pixels a side")
     bg = Image.new("RGBA", rgba.size, (255, 255, 255, 255))  # transparent pixels become a plain background
     return np.asarray(Image.alpha_composite(bg, rgba).convert("RGB"))
 

@@ -18,7 +18,8 @@ Reproducible: greedy engine decoding, and the decoder's noise is seeded per turn
 session's seed and the turn number, so replaying a game's instructions gives the same game.
 
 Input rules (``check_instruction``): after trimming, 1..500 characters of readable text (valid
-Unicode, no control characters, at least one letter). Characters: in the release's structured
+Unicode, no control characters nor bidirectional overrides: game/text.py, at least one letter).
+Characters: in the release's structured
 form the ``Character:`` field must name characters of this game (case-insensitive); in free text
 any cast member's name written with its capital (``Ren``) must belong to this game. Other words
 are free: the game has no fixed command set.
@@ -53,13 +54,13 @@ from animegamer.engine.sequence import TurnRecord
 from animegamer.game.archive import restore_archive, write_archive
 from animegamer.game.characters import CharacterBook, CharacterError, CustomCharacter
 from animegamer.game.store import SessionStore, StoreError, TurnRow, export_session, frames_of
+from animegamer.game.text import MAX_INSTRUCTION_CHARS, describe_characters, unsafe_characters
 from animegamer.world.cast import load_cast
 from animegamer.world.instructions import known_places
 from animegamer.world.motions import verbs
 from animegamer.world.rules import HIGH, LOW, STATE_NAMES, apply_deltas, initial_states
 from animegamer.world.shot import render_action, render_cutout
 
-MAX_INSTRUCTION_CHARS = 500
 FPS = 8  # the paper's shots play at 8 fps
 DEFAULT_WEIGHTS = Path(__file__).resolve().parent.parent / "weights" / "default"
 ENGINE_FILES = ("engine/engine.json", "engine/engine.safetensors")
@@ -138,11 +139,10 @@ def check_instruction(text: Any, characters: list[str], cast: list[str]) -> str:
         raise GameInputError(f"the instruction is empty: say what happens next, e.g. {EXAMPLE!r}")
     if len(text) > MAX_INSTRUCTION_CHARS:
         raise GameInputError(f"the instruction is {len(text)} characters long; keep it to {MAX_INSTRUCTION_CHARS}")
-    bad = sorted({c for c in text if (unicodedata.category(c) in ("Cc", "Cs", "Co", "Cn") and c not in "\t\n\r")
-                  or c == "\ufffd"})
+    bad = unsafe_characters(text)
     if bad:
-        shown = ", ".join(f"U+{ord(c):04X}" for c in bad[:5])
-        raise GameInputError(f"the instruction contains unreadable or control characters ({shown}); retype it as plain text")
+        raise GameInputError(f"the instruction contains unreadable or control characters ({describe_characters(bad)}); "
+                             "retype it as plain text")
     if not any(c.isalpha() for c in text):
         raise GameInputError(f"the instruction has no words; say what happens next, e.g. {EXAMPLE!r}")
     text = " ".join(text.split())

@@ -15,6 +15,14 @@ for files older than a grace period, so a turn being saved by another process is
 A kill during (2) is SQLite's business: the transaction is either in the database or not.
 Clip names carry a random suffix, so retrying a turn never overwrites an orphan of a failed try.
 
+Confinement. Every path the store builds from a name or an id (a game's clip folder, a clip, an
+export, a character's pictures) goes through :func:`confined`: it must resolve strictly inside the
+store's folder it belongs in, or nothing is written, read or deleted. A game id must match
+``GAME_ID`` to be created, so an id from a saved-game file or a URL cannot climb out (``..``) or
+name an absolute path. A game whose id does not match (left by an older version's restore) is
+still listed and can be deleted: its rows go, no file does; its turns are not read, as a row
+naming a clip anywhere but the clips folder is never followed.
+
 Connections are opened per operation (cheap for SQLite), so a store can be used from the web
 UI's worker threads and from several processes at once; ``(session_id, idx)`` is the turns'
 primary key, so two writers continuing the same game cannot both save turn k.
@@ -24,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import sqlite3
 import time
@@ -49,6 +58,8 @@ CLIPS_DIR = "clips"
 EXPORTS_DIR = "exports"
 STORE_ENV = "ANIMEGAMER_SAVES"  # overrides the default store directory
 ORPHAN_GRACE_S = 600.0  # orphan clips younger than this may belong to a turn being saved elsewhere
+GAME_ID = r"^[A-Za-z0-9_-]{1,64}$"  # a game's id: what a URL, a saved-game file or a folder name may carry
+_GAME_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # for fullmatch: "$" would also match before a final newline
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -130,6 +141,32 @@ class StoreError(RuntimeError, UserFacingError):
     """The store cannot do what was asked (unknown session, a turn saved elsewhere, newer schema)."""
 
 
+class UnsafePathError(StoreError):
+    """A path built from a name or an id would not stay inside the store's folder it belongs in."""
+
+
+def is_game_id(value: Any) -> bool:
+    """Whether ``value`` may be a game's id (``GAME_ID``): letters, digits, - and _, 1..64 of them."""
+    return isinstance(value, str) and _GAME_ID.fullmatch(value) is not None
+
+
+def confined(folder: str | os.PathLike, *names: str) -> Path:
+    """``folder/names[0]/names[1]...``, or UnsafePathError unless each name is one plain path component
+    and the whole resolves (symbolic links followed) strictly inside ``folder`` (itself resolved, so a
+    store kept behind a link of its owner's still works). The one gate for every path the store and the
+    character book build from a name or an id: nothing is written or deleted outside them."""
+    folder = Path(folder)
+    for name in names:
+        if not isinstance(name, str) or name in ("", ".", "..") or "\0" in name or "/" in name or \
+                (os.sep in name) or (os.altsep is not None and os.altsep in name):
+            raise UnsafePathError(f"{name!r} is not a plain file name: refused as a path inside {folder}")
+    path = folder.joinpath(*names)
+    base, real = folder.resolve(), path.resolve()
+    if real == base or not real.is_relative_to(base):
+        raise UnsafePathError(f"{path} leads outside {folder} (to {real}): refused")
+    return path
+
+
 class SessionStore:
     def __init__(self, root: str | os.PathLike | None = None, clean: bool = True) -> None:
         self.root = Path(root).expanduser() if root is not None else default_store_dir()
@@ -177,11 +214,17 @@ class SessionStore:
 
     def create_session(self, characters: list[str], seed: int, model: dict[str, Any] | None = None,
                        session_id: str | None = None) -> SessionRow:
+        """A new game, with a fresh random id or ``session_id`` (which must match ``GAME_ID`` and be free)."""
         now = time.time()
+        if session_id is not None and not is_game_id(session_id):
+            raise StoreError(f"{session_id!r} is not a game id (1..64 letters, digits, - and _)")
         sid = session_id or secrets.token_hex(6)
-        with self._transaction() as db:
-            db.execute("INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?)",
-                       (sid, json.dumps(list(characters)), int(seed), json.dumps(model or {}), now, now))
+        try:
+            with self._transaction() as db:
+                db.execute("INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?)",
+                           (sid, json.dumps(list(characters)), int(seed), json.dumps(model or {}), now, now))
+        except sqlite3.IntegrityError:
+            raise StoreError(f"a game {sid!r} is already saved in {self.root}") from None
         return SessionRow(sid, list(characters), int(seed), model or {}, now, now)
 
     def get_session(self, session_id: str) -> SessionRow:
@@ -205,32 +248,59 @@ class SessionStore:
                                json.loads(r[8]) if r[8] else None)
                     for r in db.execute(q, params)]
 
-    def delete_session(self, session_id: str) -> None:
-        """Rows first (one transaction), then the clips: a crash in between leaves only orphans."""
+    def delete_session(self, session_id: str, only: list[Path] | None = None) -> None:
+        """Rows first (one transaction), then the clips: a crash in between leaves only orphans. The files
+        removed are those of the game's own clip folder, only when that folder is confined (a ``GAME_ID``,
+        not a link out): a game whose id is not one (left by an older version) loses its rows only.
+        ``only``: just these files of the folder (a failed restore removes what it wrote, nothing else)."""
         self.get_session(session_id)
         with self._transaction() as db:
             db.execute("DELETE FROM turns WHERE session_id = ?", (session_id,))
             db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
-        clip_dir = self.clip_dir(session_id)
-        if clip_dir.is_dir():
-            for p in clip_dir.iterdir():
-                with contextlib.suppress(FileNotFoundError):
-                    p.unlink()
-            with contextlib.suppress(OSError):
-                clip_dir.rmdir()
+        try:
+            folder = self.clip_dir(session_id)
+        except UnsafePathError:
+            return
+        if only is not None:
+            doomed = [confined(folder, p.name) for p in only if p.parent == folder]
+        else:
+            doomed = [p for p in folder.iterdir() if p.is_file() or p.is_symlink()] if folder.is_dir() else []
+        for p in doomed:
+            p.unlink(missing_ok=True)  # a link: the link itself, never what it points to
+        with contextlib.suppress(OSError):  # not empty (a file this call was not to touch) or gone
+            folder.rmdir()
 
     # ------------------------------------------------------------------------- turns
     def clip_dir(self, session_id: str) -> Path:
-        return self.root / CLIPS_DIR / session_id
+        """The folder of a game's clips (UnsafePathError for an id that is not a ``GAME_ID``)."""
+        if not is_game_id(session_id):
+            raise UnsafePathError(f"{session_id!r} is not a game id: no clip folder is made of it")
+        return confined(self.root / CLIPS_DIR, session_id)
 
     def new_clip_path(self, session_id: str, idx: int) -> Path:
-        return self.clip_dir(session_id) / f"{idx:04d}-{secrets.token_hex(4)}.mp4"
+        if isinstance(idx, bool) or not isinstance(idx, int) or idx < 0:
+            raise StoreError(f"turn {idx!r} is not a turn number")
+        return confined(self.clip_dir(session_id), f"{idx:04d}-{secrets.token_hex(4)}.mp4")
+
+    def _clip_file(self, rel: str) -> Path | None:
+        """The clip a turn row names (``clips/<game>/<file>``), or None where the name would lead anywhere
+        but a file inside the clips folder."""
+        parts = rel.split("/") if isinstance(rel, str) else []
+        if len(parts) < 2 or parts[0] != CLIPS_DIR:
+            return None
+        try:
+            return confined(self.root / CLIPS_DIR, *parts[1:])
+        except UnsafePathError:
+            return None
 
     def save_turn(self, turn: TurnRow) -> None:
-        """Commit one turn whose clip is ALREADY on disk, in one transaction."""
-        if not turn.clip.is_file():
+        """Commit one turn whose clip is ALREADY on disk (in the game's clip folder), in one transaction."""
+        clip = Path(turn.clip)
+        if clip.resolve() != confined(self.clip_dir(turn.session_id), clip.name).resolve():
+            raise UnsafePathError(f"turn {turn.idx}: clip {clip} is not in game {turn.session_id}'s clip folder")
+        if not clip.is_file():
             raise StoreError(f"turn {turn.idx}: clip {turn.clip} is not on disk; write it before saving the turn")
-        clip_rel = turn.clip.resolve().relative_to(self.root.resolve()).as_posix()
+        clip_rel = f"{CLIPS_DIR}/{turn.session_id}/{clip.name}"
         try:
             with self._transaction() as db:
                 n = db.execute("SELECT COUNT(*) FROM turns WHERE session_id = ?", (turn.session_id,)).fetchone()[0]
@@ -252,9 +322,15 @@ class SessionStore:
             rows = db.execute(f"""SELECT idx, instruction, motion_level, deltas, states_before, states, s_a, seed,
                                          clip, probs, timings, created_at
                                   FROM turns WHERE session_id = ? {where} ORDER BY idx""", params).fetchall()
-        return [TurnRow(session_id, r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4]), json.loads(r[5]),
-                        blob_to_s_a(r[6]), r[7], self.root / r[8], json.loads(r[9]), json.loads(r[10]), r[11])
-                for r in rows]
+        out = []
+        for r in rows:
+            clip = self._clip_file(r[8])
+            if clip is None:  # not written by this code's save_turn: never followed
+                raise UnsafePathError(f"game {session_id}: turn {r[0]} names the clip {r[8]!r}, not a file of the "
+                                      f"store's clips folder; delete the game (animegamer sessions delete)")
+            out.append(TurnRow(session_id, r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4]), json.loads(r[5]),
+                               blob_to_s_a(r[6]), r[7], clip, json.loads(r[9]), json.loads(r[10]), r[11]))
+        return out
 
     # ------------------------------------------------------------------------- housekeeping
     def clean_orphans(self, grace_s: float = ORPHAN_GRACE_S) -> list[Path]:
@@ -284,6 +360,12 @@ class SessionStore:
 
     def export_dir(self) -> Path:
         return self.root / EXPORTS_DIR
+
+    def export_path(self, session_id: str, suffix: str) -> Path:
+        """Where a game's export of this kind (".mp4", ".png", ".zip") is written by default, confined."""
+        if not is_game_id(session_id):
+            raise UnsafePathError(f"{session_id!r} is not a game id: no export is named after it")
+        return confined(self.export_dir(), session_id + suffix)
 
 
 def frames_of(clip: Path) -> np.ndarray:
@@ -393,7 +475,8 @@ def export_session(store: SessionStore, session_id: str, out: str | os.PathLike 
     if not turns:
         raise StoreError(f"game {session_id} has no turns yet: nothing to export")
     frames = [frames_of(t.clip) for t in turns]
-    stem = Path(out) if out is not None else store.export_dir() / session_id
+    # ``out`` is the caller's own choice (the CLI's --out); the default is built from the id, so confined
+    stem = Path(out) if out is not None else store.export_path(session_id, ".mp4").with_suffix("")
     if stem.suffix.lower() in (".mp4", ".png"):
         stem = stem.with_suffix("")
     video = np.concatenate([annotated_frames(f, t) for f, t in zip(frames, turns)])

@@ -16,7 +16,7 @@ import gradio as gr
 import numpy as np
 
 from animegamer.core.video_io import read_middle_frame
-from animegamer.game.archive import ArchiveError
+from animegamer.game.archive import MAX_UPLOAD_BYTES, ArchiveError
 from animegamer.game.characters import EXAMPLE as CHARACTER_EXAMPLE
 from animegamer.game.session import EXAMPLE, Game, GameInputError, GameSession, Turn
 from animegamer.game.store import STATE_COLORS, StoreError
@@ -275,5 +275,6 @@ def launch(game: Game, host: str = "127.0.0.1", port: int = 7860, block: bool = 
         print(f"AnimeGamer: open http://{host}:{port} in your browser (saved games: {game.store.root})")
     _, url, _ = demo.launch(server_name=host, server_port=port, allowed_paths=[str(game.store.root)],
                             prevent_thread_lock=not block, quiet=quiet, inbrowser=False, css=CSS,
+                            max_file_size=MAX_UPLOAD_BYTES,  # uploads: a saved game or a picture, no more
                             footer_links=[], theme=gr.themes.Soft())
     return demo, url
