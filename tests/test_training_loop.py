@@ -183,3 +183,15 @@ def test_refuses_to_overwrite_without_resume(tmp_path):
     train(make(), Data(), None, cfg(steps=3), tmp_path)
     with pytest.raises(FileExistsError):
         train(make(), Data(), None, cfg(steps=3), tmp_path)
+
+
+def test_max_seconds_stops_in_time_with_a_checkpoint_and_resume_finishes(tmp_path):
+    """A run given a time budget stops early, saves where it stopped, exports, and a resume continues."""
+    out = train(make(), Data(), None, cfg(steps=50, save_every=0, max_seconds=1e-9), tmp_path)
+    assert out["step"] == 1  # the budget is spent after the first step
+    assert latest_checkpoint(tmp_path).name == "step_00000001"
+    assert (tmp_path / "final" / "model.safetensors").is_file()
+    done = train(make(), Data(), None, cfg(steps=50, save_every=0), tmp_path, resume=True)
+    assert done["step"] == 50
+    with pytest.raises(ValueError, match="max_seconds"):
+        TrainConfig(max_seconds=-1)

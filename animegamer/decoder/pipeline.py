@@ -14,6 +14,9 @@ directory:
     anchors/                       optional: the visual anchors (decoder/anchors.py) the game draws from
     motion/                        optional: the motion network (decoder/flow_motion.py) that moves a
                                    shot's real picture
+    framenet/                      optional: FrameNet (decoder/frame_net.py), which draws every frame of a
+                                   shot after its first; where present it draws every shot that has a first
+                                   frame (an anchor's picture, or the last frame shown when the scene continues)
 written under a temporary name and renamed in one step. Version 1 (sampler settings inside the
 diffusion config) still loads.
 """
@@ -41,6 +44,7 @@ from animegamer.core.runs import DECODER_CONFIG, DECODER_WEIGHTS
 from animegamer.decoder.anchors import Anchor, VisualAnchors, frame_tokens
 from animegamer.decoder.diffusion import DiffusionConfig
 from animegamer.decoder.flow_motion import FlowCodec, FlowMotion, warp_picture
+from animegamer.decoder.frame_diffusion import FrameDenoiser, sample_frames
 from animegamer.decoder.motion_control import control_motion, steer
 from animegamer.decoder.network import DecoderConfig, DecoderNet
 from animegamer.decoder.sampler import SamplerConfig, sample
@@ -54,6 +58,7 @@ WEIGHTS_NAME = DECODER_WEIGHTS
 AUTOENCODER_DIR = "autoencoder"
 ANCHORS_DIR = "anchors"
 MOTION_DIR = "motion"
+FRAMENET_DIR = "framenet"
 
 
 def frames_to_uint8(frames: torch.Tensor) -> np.ndarray:
@@ -70,7 +75,7 @@ def frames_from_uint8(frames: np.ndarray) -> torch.Tensor:
 class ShotDecoder(nn.Module):
     def __init__(self, net: DecoderNet, autoencoder: nn.Module, diffusion: DiffusionConfig | None = None,
                  sampler: SamplerConfig | None = None, anchors: VisualAnchors | None = None,
-                 motion: FlowMotion | None = None) -> None:
+                 motion: FlowMotion | None = None, framenet: FrameDenoiser | None = None) -> None:
         super().__init__()
         self.net = net
         self.autoencoder = autoencoder
@@ -78,7 +83,13 @@ class ShotDecoder(nn.Module):
         self.sampler = sampler or SamplerConfig()
         self.anchors = anchors
         self.motion = motion
+        self.framenet = framenet
         self.eval()
+
+    @property
+    def draws_frames(self) -> bool:
+        """Whether a shot with a first frame is drawn by FrameNet (every frame after the first is its output)."""
+        return self.framenet is not None
 
     @property
     def moves_pictures(self) -> bool:
@@ -155,6 +166,9 @@ class ShotDecoder(nn.Module):
         if single:
             s_a = s_a.unsqueeze(0)  # (1, N, D)
         sources = [source] if single else source
+        if self.draws_frames and sources is not None and all(x is not None for x in sources):
+            frames = self.draw_frames(s_a, motion_level, generator, sources)
+            return frames[0] if single else frames
         moved = [self.moves_pictures and sources is not None and sources[i] is not None for i in range(len(s_a))]
         if not any(moved):
             latents = self.sample_latents(s_a, motion_level, generator, steps, guidance, autocast)
@@ -172,6 +186,19 @@ class ShotDecoder(nn.Module):
             frames[rest] = self.decode_shots(latents, lv, autocast, None if sources is None else
                                              [sources[i] for i in rest])
         return frames[0] if single else frames
+
+    @torch.no_grad()
+    def draw_frames(self, s_a: torch.Tensor, motion_level: int | torch.Tensor | None,
+                    generator: torch.Generator | None, sources: list[np.ndarray]) -> np.ndarray:
+        """FrameNet: s_a (B, N, D) and each shot's first frame (uint8 H x W x 3) -> uint8 (B, T, H, W, 3): the
+        first frame as given, every later frame the network's (decoder/frame_diffusion.py)."""
+        fn = self.framenet
+        levels = self._motion(motion_level, s_a.shape[0])
+        if levels is None:
+            raise ValueError("FrameNet draws for a motion level: this decoder has none")
+        first = torch.stack([frames_from_uint8(x) for x in sources]).to(self.device)  # (B, 3, H, W)
+        rest = sample_frames(fn, first, s_a.to(self.device, torch.float32), levels, fn.sampler, generator)
+        return np.concatenate([np.stack(sources)[:, None], frames_to_uint8(rest)], axis=1)  # (B, T, H, W, 3)
 
     @torch.no_grad()
     def move_pictures(self, s_a: torch.Tensor, motion_level: int | torch.Tensor | None,
@@ -301,6 +328,8 @@ class ShotDecoder(nn.Module):
                 self.anchors.save_pretrained(tmp / ANCHORS_DIR)
             if self.motion is not None:
                 self.motion.save_pretrained(tmp / MOTION_DIR, dtype=dtype, base=self.net)
+            if self.framenet is not None:
+                self.framenet.save_pretrained(tmp / FRAMENET_DIR, dtype=dtype)
             save_json_atomic(meta, tmp / CONFIG_NAME)
         return Path(directory)
 
@@ -323,8 +352,10 @@ class ShotDecoder(nn.Module):
         anchors = VisualAnchors.from_pretrained(directory / ANCHORS_DIR) if (directory / ANCHORS_DIR).is_dir() else None
         motion = (FlowMotion.from_pretrained(directory / MOTION_DIR, net)
                   if (directory / MOTION_DIR).is_dir() else None)
+        framenet = (FrameDenoiser.from_pretrained(directory / FRAMENET_DIR)
+                    if (directory / FRAMENET_DIR).is_dir() else None)
         return cls(net, ae, DiffusionConfig.from_dict(meta["diffusion"]), SamplerConfig.from_dict(meta["sampler"]),
-                   anchors, motion).to(device)
+                   anchors, motion, framenet).to(device)
 
 
 # version 1 kept the sampler's settings in the diffusion config, under these names

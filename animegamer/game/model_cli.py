@@ -53,6 +53,9 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
     pk.add_argument("--motion-rank", type=int, default=None, metavar="R",
                     help="with a motion network: store it as its difference from the picture decoder truncated to rank "
                          "R (an SVD, as LoRA factors; default: as the run stored it, whole)")
+    pk.add_argument("--framenet", default=None, metavar="RUN",
+                    help="a `train framenet` run: it draws every frame after the first of each shot that has one "
+                         "(a scene that goes on starts from the last frame shown)")
     pk.add_argument("--no-anchors", action="store_true",
                     help="drop the decoder's visual anchors: the game draws the engine's visual tokens (the paper)")
     pk.add_argument("--provenance", default=None, metavar="JSON",
@@ -77,7 +80,8 @@ def _pack(args: argparse.Namespace) -> int:
                          anchors_repose=args.anchors_repose == "on",
                          anchors_per_action=args.anchors_per_action, anchor_frame_quality=args.anchors_frame_quality,
                          motion=args.motion_net, motion_smooth=args.motion_smooth,
-                         motion_max_scale=args.motion_max_scale, motion_rank=args.motion_rank)
+                         motion_max_scale=args.motion_max_scale, motion_rank=args.motion_rank,
+                         framenet=args.framenet)
     except (ValueError, FileNotFoundError) as e:
         raise SystemExit(f"model pack: {e}") from None
     print(f"model written to {out} ({model_bytes(out) / 1e6:.1f} MB)")

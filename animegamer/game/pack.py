@@ -25,6 +25,7 @@ from animegamer.core.checkpoint import atomic_dir, load_safetensors, save_json_a
 from animegamer.core.runs import ENGINE_WEIGHTS, resolve_decoder, resolve_engine, resolve_motion
 from animegamer.decoder.anchors import AnchorConfig, VisualAnchors
 from animegamer.decoder.flow_motion import FlowMotion
+from animegamer.decoder.frame_diffusion import FrameDenoiser
 from animegamer.decoder.pipeline import ShotDecoder
 from animegamer.engine.model import load_engine, save_engine
 from animegamer.models.autoencoder import ShotAutoencoder
@@ -47,7 +48,8 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
                text_encoder: str | Path | None = None, anchors_by_action: bool = True, anchors_repose: bool = False,
                anchors_per_action: int | None = None, anchor_frame_quality: int | None = None,
                motion: str | Path | None = None, motion_smooth: float | None = None,
-               motion_max_scale: float | None = None, motion_rank: int | None = None) -> Path:
+               motion_max_scale: float | None = None, motion_rank: int | None = None,
+               framenet: str | Path | None = None) -> Path:
     """Copy the engine and shot decoder of two runs into one model directory (see module doc).
 
     ``sampler``: SamplerConfig fields that replace the ones stored with the decoder (the game's
@@ -93,6 +95,13 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
         dec.motion = FlowMotion(m.net, m.diffusion, m.sampler, m.smooth if motion_smooth is None else motion_smooth,
                                 m.max_scale if motion_max_scale is None else motion_max_scale,
                                 m.rank if motion_rank is None else motion_rank)
+    if framenet is not None:  # FrameNet draws every shot with a first frame (decoder/frame_net.py)
+        dec.framenet = FrameDenoiser.from_pretrained(framenet)
+        fn = dec.framenet.net.config
+        if (fn.height, fn.width, fn.cond_dim) != (*dec.frame_size, dec.config.d_cond):
+            raise ValueError(f"{framenet} draws {fn.height}x{fn.width} frames from s_a {fn.cond_dim} wide, but the "
+                             f"decoder's frames are {dec.frame_size[0]}x{dec.frame_size[1]} and its s_a "
+                             f"{dec.config.d_cond} wide")
     if sampler.get("flow_motion") and dec.motion is None:
         raise ValueError("flow motion needs a motion network: pass --motion-net RUN (`train motion`)")
     for field in ("shared_noise_by_level", "motion_scale_by_level", "motion_control_max_scale"):

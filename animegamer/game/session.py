@@ -237,8 +237,12 @@ class GameSession:
                 drawn, anchor = game.custom_anchor(pred.s_a, named, anchor)  # no bank frame shows them
             custom = anchor is not None and anchor.source == "custom"
             remembered = drawn if custom or (anchors and anchors.config.history == "drawn") else pred.s_a
+            source = anchor.frame if anchor else None
+            if game.decoder.draws_frames and anchor is not None and anchor.source == "continued" and shown is not None:
+                source = shown()[-1]  # the scene goes on from the last frame the player saw, not a stored picture
+                drawn = game.decoder.draw_from_frame(pred.s_a, source)  # s_a's visual part: that frame's, as in training
             frames = game.decoder(drawn, motion_level=pred.motion_level, generator=torch.Generator().manual_seed(seed),
-                                  source=anchor.frame if anchor else None)
+                                  source=source)
             t2 = time.perf_counter()
         progress("saving", 0.9)
 

@@ -19,7 +19,7 @@ _TRAIN_FLAGS = {
     "--ema-decay": ("ema_decay", float), "--mixed-precision": ("mixed_precision", str),
     "--log-every": ("log_every", int), "--save-every": ("save_every", int),
     "--keep-checkpoints": ("keep_checkpoints", int), "--seed": ("seed", int), "--num-workers": ("num_workers", int),
-    "--device": ("device", str),
+    "--device": ("device", str), "--max-seconds": ("max_seconds", float),
 }
 
 

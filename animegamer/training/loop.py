@@ -112,6 +112,9 @@ class TrainConfig:
     progress: bool = True  # tqdm bar
     # recompute activations in the backward pass where the model's library supports it (training/memory.py)
     gradient_checkpointing: bool = False
+    # stop (saving a checkpoint, then exporting) once this many seconds of training have passed in this
+    # process, even before `steps`: a run that must fit a lent machine's time or a session (0 = no limit)
+    max_seconds: float = 0.0
 
     def __post_init__(self) -> None:
         self.betas = tuple(float(b) for b in self.betas)  # type: ignore[assignment]
@@ -137,6 +140,8 @@ class TrainConfig:
             raise bad("min_lr_ratio", "in [0, 1]")
         if self.grad_clip < 0:
             raise bad("grad_clip", ">= 0 (0 = off)")
+        if self.max_seconds < 0:
+            raise bad("max_seconds", ">= 0 (0 = no limit)")
         if not 0 <= self.ema_decay < 1:
             raise bad("ema_decay", "in [0, 1) (0 = off)")
         if self.mixed_precision not in ("no", "bf16"):
@@ -605,8 +610,14 @@ def train(module: nn.Module, dataset, collate_fn: Callable | None, cfg: TrainCon
                         fh.write(json.dumps(row) + "\n")
                 t.window = {}
                 step_t0 = time.perf_counter()
-            if (cfg.save_every and t.step % cfg.save_every == 0) or t.step == cfg.steps:
+            out_of_time = bool(cfg.max_seconds) and time.perf_counter() - t0 > cfg.max_seconds
+            if (cfg.save_every and t.step % cfg.save_every == 0) or t.step == cfg.steps or out_of_time:
                 t.save()
+            if out_of_time:
+                if acc.is_main_process:
+                    print(f"[train] stopped at step {t.step} after {cfg.max_seconds:.0f} s (max_seconds); "
+                          "--resume continues")
+                break
         bar.close()
     final_dir = export(t, module)
     plot = plot_losses(out_dir) if acc.is_main_process else None

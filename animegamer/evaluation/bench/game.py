@@ -178,7 +178,9 @@ def bench_game(model: str | Path | None = None, turns: int = 6, windows: tuple[i
             "device": game.model_info.get("device"), "precision": game.model_info.get("precision"),
             "quantize": game.model_info.get("quantize"),
             "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), "torch": torch.__version__,
-            "platform": platform.platform(), "engine_window": k, "turns_per_row": turns,
+            "platform": platform.platform(),
+            # the kind of processor decides the precision that pays: AMX tiles make bf16 fast, AVX2 emulates it
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "engine_window": k, "turns_per_row": turns,
             "decoder": {"steps": dec.sampler.steps, "guidance": dec.sampler.guidance,
                         "autocast_bf16": bool(dec.sampler.autocast)},
             "frames_shape": list(warm.turns[0].frames.shape),
@@ -194,8 +196,8 @@ def bench_game(model: str | Path | None = None, turns: int = 6, windows: tuple[i
 
 def format_table(result: dict[str, Any]) -> str:
     """A readable table of the rows (seconds, medians over turns with history)."""
-    lines = [f"model {result['model']}  |  threads {result['threads']} of {result['cpu_count']} cores, torch "
-             f"{result['torch']}  |  decoder {result['decoder']['steps']} steps, guidance "
+    lines = [f"model {result['model']}  |  threads {result['threads']} of {result['cpu_count']} cores "
+             f"({result.get('cpu_capability', '?')}), torch {result['torch']}  |  decoder {result['decoder']['steps']} steps, guidance "
              f"{result['decoder']['guidance']}  |  shot {'x'.join(map(str, result['frames_shape']))}",
              f"medians over {result['rows'][0]['measured_turns'] if result['rows'] else 0} turns with history "
              f"(of {result['turns_per_row']} per session, each stage its own median); the model's own window is "

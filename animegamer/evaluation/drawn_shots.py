@@ -1,0 +1,184 @@
+"""Decoders compared from the TRUE first frame, s_a and level of held-out shots, shot by shot (paired).
+
+    animegamer eval-drawn --framenet RUN --data WORLD_DIR [--n 48] [--out FILE.json] [--sheet FILE.jpg]
+
+Each held-out shot is drawn by every system from the same inputs and seed, and graded by the
+evaluator (which shares nothing with the models): the action its video classifier names, who / where
+/ when its frame classifier reads, sharpness (variance of the Laplacian, as a share of the truth's),
+the motion level the world's flow quantiser reads from the pixels (= the level asked for), and **new
+content**: the share of pixels that the first frame moved along the optical flow cannot explain
+(``new_content``). Systems: ``framenet`` (this module's decoder: every frame after the first is the
+network's output) and ``shipped`` (the shipped ShotDecoder: the first picture moved along drawn flows).
+Differences are paired per shot, with standard errors.
+"""
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from animegamer.core.checkpoint import save_json_atomic
+from animegamer.core.runs import resolve_decoder
+from animegamer.decoder.frame_diffusion import FrameDenoiser, FrameSamplerConfig, sample_frames
+from animegamer.decoder.pipeline import ShotDecoder, frames_from_uint8, frames_to_uint8
+from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR, Evaluator
+from animegamer.evaluation.metrics import motion_level_from_pixels
+from animegamer.evaluation.picture import read_picture
+from animegamer.training.framenet_data import ActionParts
+from animegamer.training.phase_framenet import SHIPPED, load_frame_denoiser
+from animegamer.world.dataset import WorldDataset
+from animegamer.world.flow import MotionQuantizer
+from animegamer.world.preview import save_png, shot_strip, stack_strips
+
+NEW_CONTENT_THRESHOLD = 60  # of 255, in any channel
+_DIS = cv2.DISOpticalFlow_create(cv2.DISOPTICAL_FLOW_PRESET_MEDIUM)
+
+Draw = Callable[[np.ndarray, torch.Tensor, int, int], np.ndarray]  # (first frame, s_a, level, seed) -> shot
+
+
+def new_content(frames: np.ndarray, threshold: int = NEW_CONTENT_THRESHOLD) -> float:
+    """uint8 (T, H, W, 3) -> for t = 2, 4, ..., T-1: frame 0 warped onto frame t along DIS optical flow
+    (medium preset, computed from t to 0, bilinear, border replicated), the share of pixels still off by
+    more than ``threshold`` in any channel; the mean over t. A picture moved along a flow scores near 0."""
+    grey = [cv2.cvtColor(np.ascontiguousarray(f), cv2.COLOR_RGB2GRAY) for f in frames]
+    h, w = grey[0].shape
+    gx, gy = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
+    shares = []
+    for t in range(2, len(frames), 2):
+        flow = _DIS.calc(grey[t], grey[0], None)  # (H, W, 2): where each pixel of frame t is in frame 0
+        warped = cv2.remap(frames[0], gx + flow[..., 0], gy + flow[..., 1], cv2.INTER_LINEAR,
+                           borderMode=cv2.BORDER_REPLICATE)
+        off = np.abs(warped.astype(np.int16) - frames[t].astype(np.int16)).max(axis=-1) > threshold
+        shares.append(float(off.mean()))
+    return float(np.mean(shares))
+
+
+def framenet_draw(denoiser: FrameDenoiser, sampler: FrameSamplerConfig) -> Draw:
+    def draw(first: np.ndarray, s_a: torch.Tensor, level: int, seed: int) -> np.ndarray:
+        x0 = frames_from_uint8(first)[None]  # (1, 3, H, W)
+        rest = sample_frames(denoiser, x0, s_a[None].float(), torch.tensor([level]), sampler,
+                             torch.Generator().manual_seed(seed))  # (1, T-1, 3, H, W)
+        return np.concatenate([first[None], frames_to_uint8(rest)[0]])  # (T, H, W, 3)
+    return draw
+
+
+def shipped_draw(decoder: ShotDecoder) -> Draw:
+    def draw(first: np.ndarray, s_a: torch.Tensor, level: int, seed: int) -> np.ndarray:
+        return decoder(s_a.float(), level, torch.Generator().manual_seed(seed), source=first)
+    return draw
+
+
+def grade(evaluator: Evaluator, quant: MotionQuantizer, gen: np.ndarray, true: np.ndarray,
+          row: dict[str, Any]) -> dict[str, float]:
+    pic = read_picture(evaluator.frames, gen, true, row)
+    return {"action": float(evaluator.actions.predict(gen) == row["motion"]),
+            "character": pic["char_id"], "place": pic["place_id"], "time": pic["time_id"],
+            "sharp": pic["sharp"], "sharp_true": pic["sharp_true"],
+            "level": float(motion_level_from_pixels(gen, quant)[0] == row["motion_level"]),
+            "new_content": new_content(gen)}
+
+
+def mean_se(x: list[float]) -> dict[str, float]:
+    a = np.asarray(x, np.float64)
+    return {"mean": float(a.mean()), "se": float(a.std(ddof=1) / np.sqrt(len(a))) if len(a) > 1 else 0.0}
+
+
+def compare(systems: dict[str, Draw], world: WorldDataset, rows: list[dict[str, Any]], s_a: torch.Tensor,
+            evaluator: Evaluator, seed: int = 0, keep: int = 0, progress: bool = True) -> dict[str, Any]:
+    """Every system draws every row from its true first frame, s_a and level; graded and paired."""
+    quant = MotionQuantizer.load()
+    per: dict[str, list[dict[str, float]]] = {k: [] for k in ["truth", *systems]}
+    kept: list[tuple[dict[str, Any], dict[str, np.ndarray]]] = []
+    for i, row in enumerate(tqdm(rows, desc="drawing", disable=not progress, dynamic_ncols=True)):
+        true = world.frames(row)
+        shots = {"truth": true, **{k: draw(true[0], s_a[i], int(row["motion_level"]), seed + i)
+                                   for k, draw in systems.items()}}
+        for k, frames in shots.items():
+            per[k].append(grade(evaluator, quant, frames, true, row))
+        if len(kept) < keep:
+            kept.append((row, shots))
+    out: dict[str, Any] = {"shots": len(rows), "systems": {}}
+    for k, grades in per.items():
+        sharp_true = np.mean([g["sharp_true"] for g in grades])
+        cols = {c: mean_se([g[c] for g in grades]) for c in ("action", "character", "place", "time", "level",
+                                                              "new_content")}
+        cols["sharpness"] = {"mean": float(np.mean([g["sharp"] for g in grades]) / sharp_true)}
+        out["systems"][k] = cols
+    by_verb: dict[str, dict[str, list[float]]] = {}
+    for i, row in enumerate(rows):
+        v = by_verb.setdefault(row["motion"], {k: [] for k in per})
+        for k in per:
+            v[k].append(per[k][i]["action"])
+    out["action_by_verb"] = {v: {"shots": len(h["truth"]), **{k: float(np.mean(x)) for k, x in h.items()}}
+                             for v, h in sorted(by_verb.items())}
+    names = list(systems)
+    if len(names) == 2:  # paired: first minus second, per shot
+        a, b = names
+        out["paired"] = {f"{a} - {b}": {c: mean_se([x[c] - y[c] for x, y in zip(per[a], per[b])])
+                                        for c in ("action", "character", "place", "level", "new_content")}}
+    out["_per_shot"] = per
+    if keep:
+        out["_shots"] = kept
+    return out
+
+
+def contact_sheet(kept: list[tuple[dict[str, Any], dict[str, np.ndarray]]], path: str | Path, frames: int = 5) -> Path:
+    """Each shot's systems stacked (truth first), ``frames`` frames each, labelled."""
+    strips = []
+    for row, shots in kept:
+        for name, f in shots.items():
+            label = {**row, "instruction": f"[{name}] {row['instruction']}"}
+            strips.append(shot_strip(f, label, tuple(np.linspace(0, 1, frames))))
+    return save_png(stack_strips(strips), path)
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("eval-drawn", help="decoders from the TRUE first frame, s_a and level, paired",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--framenet", required=True, help="a `train framenet` run (or its final/)")
+    p.add_argument("--data", required=True, help="a world dataset whose shots none of the systems trained on")
+    p.add_argument("--model", default=str(SHIPPED), help="the model whose decoder is compared and whose E_a gives s_a")
+    p.add_argument("--n", type=int, default=48, help="shots (spread over the dataset)")
+    p.add_argument("--steps", type=int, default=None, help="FrameNet's Euler steps (default: its sampler's)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=None, help="JSON report")
+    p.add_argument("--sheet", default=None, help="contact sheet (PNG) of the first --keep shots")
+    p.add_argument("--keep", type=int, default=8)
+    p.add_argument("--no-shipped", action="store_true", help="FrameNet alone (no paired baseline)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    torch.manual_seed(0)
+    world = WorldDataset(args.data)
+    idx = np.linspace(0, len(world.rows) - 1, min(args.n, len(world.rows))).round().astype(int)
+    rows = [world.rows[i] for i in idx]
+    decoder_dir = resolve_decoder(args.model)
+    parts = ActionParts(decoder_dir)
+    first = torch.stack([frames_from_uint8(world.frames(r)[0]) for r in rows])  # (N, 3, H, W)
+    s_a = parts.encode(first, [r["motion_text"] for r in rows])  # (N, n, D)
+    sampler = FrameSamplerConfig(**({"steps": args.steps} if args.steps else {}))
+    systems: dict[str, Draw] = {"framenet": framenet_draw(load_frame_denoiser(args.framenet), sampler)}
+    if not args.no_shipped:
+        systems["shipped"] = shipped_draw(ShotDecoder.from_pretrained(decoder_dir))
+    result = compare(systems, world, rows, s_a, Evaluator.load(DEFAULT_EVALUATOR), args.seed,
+                     keep=args.keep if args.sheet else 0)
+    if args.sheet:
+        contact_sheet(result.pop("_shots"), args.sheet)
+        print(f"[eval-drawn] sheet: {args.sheet}")
+    result["sampler"] = sampler.to_dict()
+    result["framenet"] = str(args.framenet)
+    for name, cols in result["systems"].items():
+        print(f"{name:9s} " + "  ".join(f"{c} {v['mean']:.3f}" + (f"±{v['se']:.3f}" if "se" in v else "")
+                                        for c, v in cols.items()))
+    for name, cols in result.get("paired", {}).items():
+        print(f"paired {name}: " + "  ".join(f"{c} {v['mean']:+.3f}±{v['se']:.3f}" for c, v in cols.items()))
+    if args.out:
+        save_json_atomic(result, args.out)
+    return 0

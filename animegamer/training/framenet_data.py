@@ -1,0 +1,163 @@
+"""What FrameNet trains on: true shots with their s_a and motion level, held in memory.
+
+s_a is the shipped representation: E_a (frozen, from a ShotDecoder directory) of the shot's motion
+text (MiniLM token states) and of its first frame (the autoencoder latent in 4 x 4 patches). Keeping
+E_a frozen keeps FrameNet in the s_a space the engine was trained to predict, so the engine needs no
+retraining. E_a's text stream depends on the motion text alone, and the world has a few hundred
+motion texts, so its outputs are kept in a small table (``TEXT_TABLE``): a machine without MiniLM (a
+lent GPU with nothing installed) still computes s_a from it.
+
+Shots come from world datasets on disk (``world render``), or are rendered in memory by worker
+processes (``render_shots``): a machine that only trains needs no dataset on disk.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors import safe_open
+from tqdm.auto import tqdm
+
+from animegamer.core.checkpoint import load_json, save_safetensors_atomic
+from animegamer.core.runs import DECODER_CONFIG, DECODER_WEIGHTS
+from animegamer.models.autoencoder import ShotAutoencoder
+from animegamer.models.text_encoder import TextEncoder
+from animegamer.representation.action_encoder import ActionEncoder, ActionEncoderConfig, masked_text_states
+from animegamer.representation.reference_encoder import LatentReference
+from animegamer.world.dataset import WorldDataset
+from animegamer.world.flow import MotionQuantizer, flow_magnitude
+from animegamer.world.shot import render_session
+
+TEXT_TABLE = "s_a_text.safetensors"
+
+
+class ActionParts:
+    """The frozen pieces of s_a: E_a, the first frame's latent reference and E_a(text) per motion text."""
+
+    def __init__(self, decoder_dir: str | Path, device: str | torch.device = "cpu",
+                 text_table: str | Path | None = None) -> None:
+        d = Path(decoder_dir)
+        cfg = load_json(d / DECODER_CONFIG)["decoder"]
+        self.config = ActionEncoderConfig(d_text_in=cfg["d_text_in"], d_visual_in=cfg["d_visual_in"],
+                                          n_text=cfg["n_text"], n_visual=cfg["n_visual"],
+                                          d_model=cfg["num_heads"] * cfg["head_dim"])
+        self.encoder = ActionEncoder(self.config)
+        with safe_open(d / DECODER_WEIGHTS, "pt") as f:
+            sd = {k.removeprefix("action_encoder."): f.get_tensor(k).float() for k in f.keys()
+                  if k.startswith("action_encoder.")}
+        self.encoder.load_state_dict(sd)
+        self.device = torch.device(device)
+        self.encoder.to(self.device).eval().requires_grad_(False)
+        self.reference = LatentReference(ShotAutoencoder.from_pretrained(d / "autoencoder", device=self.device))
+        self.table: dict[str, torch.Tensor] = {}
+        self.table_file = Path(text_table) if text_table else None
+        if self.table_file is not None and self.table_file.is_file():
+            with safe_open(self.table_file, "pt") as f:
+                self.table = {k: f.get_tensor(k).float() for k in f.keys()}
+
+    @torch.no_grad()
+    def text_part(self, texts: list[str]) -> torch.Tensor:
+        """Motion texts -> E_a's text tokens (B, n_text, D), from the table or MiniLM (then kept in it)."""
+        missing = sorted({t for t in texts if t not in self.table})
+        if missing:
+            states, mask = TextEncoder().token_states(missing, self.config.n_text)
+            out = self.encoder.text(masked_text_states(states.float(), mask).to(self.device)).cpu()
+            self.table.update({t: o for t, o in zip(missing, out)})
+            if self.table_file is not None:
+                save_safetensors_atomic({k: v.half().contiguous() for k, v in self.table.items()}, self.table_file)
+        return torch.stack([self.table[t] for t in texts]).to(self.device)
+
+    @torch.no_grad()
+    def encode(self, first_frames: torch.Tensor, texts: list[str]) -> torch.Tensor:
+        """first frames (B, 3, H, W) in [-1, 1] + motion texts -> s_a (B, n_text + n_visual, D)."""
+        f_v = self.reference.patch_tokens(first_frames.to(self.device))  # (B, n_visual, d_v)
+        return torch.cat([self.text_part(texts), self.encoder.visual(f_v)], dim=1)
+
+
+@dataclass
+class ShotTensors:
+    frames: torch.Tensor  # (N, T, H, W, 3) uint8
+    levels: torch.Tensor  # (N,) long, 1..5
+    texts: list[str]
+    rows: list[dict[str, Any]]
+
+
+def shots_from_worlds(roots: list[str], split: str = "train", limit: int | None = None,
+                      progress: bool = True) -> ShotTensors:
+    """The ``split`` shots of world datasets on disk (the first ``limit`` of them in all)."""
+    frames, rows = [], []
+    for root in roots:
+        world = WorldDataset(root)
+        for row in tqdm(world.split_rows(split), desc=f"loading {Path(root).name}", disable=not progress):
+            if limit is not None and len(rows) >= limit:
+                break
+            frames.append(world.frames(row))
+            rows.append(row)
+    if not rows:
+        raise ValueError(f"no {split} shots in {roots}")
+    return ShotTensors(torch.from_numpy(np.stack(frames)), torch.tensor([r["motion_level"] for r in rows]),
+                       [r["motion_text"] for r in rows], rows)
+
+
+def _render(job: tuple[int, int, int, str | None]) -> list[tuple[np.ndarray, dict[str, Any]]]:
+    seed, index, turns, split = job
+    torch.set_num_threads(1)
+    quant = MotionQuantizer.load()
+    out = []
+    for shot in render_session(seed, index, turns, split=split):
+        row = dict(shot.row, motion_level=quant.level(flow_magnitude(shot.frames)))
+        out.append((shot.frames, row))
+    return out
+
+
+def render_shots(sessions: int, seed: int, turns: int = 5, workers: int = 2, split: str = "train",
+                 progress: bool = True) -> ShotTensors:
+    """Render ``sessions`` world sessions in memory and keep their ``split`` shots (as `world render`
+    would write them: the same seed gives the same shots)."""
+    jobs = [(seed, i, turns, None) for i in range(sessions)]
+    frames, rows = [], []
+    with mp.get_context("spawn").Pool(workers) as pool:
+        for shots in tqdm(pool.imap(_render, jobs, chunksize=4), total=sessions, desc="rendering",
+                          disable=not progress):
+            for f, r in shots:
+                if r["split"] == split:
+                    frames.append(f)
+                    rows.append(r)
+    return ShotTensors(torch.from_numpy(np.stack(frames)), torch.tensor([r["motion_level"] for r in rows]),
+                       [r["motion_text"] for r in rows], rows)
+
+
+@torch.no_grad()
+def compute_s_a(parts: ActionParts, shots: ShotTensors, batch: int = 256, progress: bool = True) -> torch.Tensor:
+    """s_a of every shot (N, n, D) fp16, on the CPU."""
+    out = []
+    for i in tqdm(range(0, len(shots.texts), batch), desc="s_a", disable=not progress):
+        first = shots.frames[i:i + batch, 0].to(parts.device).permute(0, 3, 1, 2).float() / 127.5 - 1
+        out.append(parts.encode(first, shots.texts[i:i + batch]).half().cpu())
+    return torch.cat(out)
+
+
+class FrameShots(torch.utils.data.Dataset):
+    """One item per shot: uint8 frames, s_a, level (collated to float frames by ``collate``)."""
+
+    def __init__(self, shots: ShotTensors, s_a: torch.Tensor) -> None:
+        if len(s_a) != len(shots.texts):
+            raise ValueError(f"{len(s_a)} s_a for {len(shots.texts)} shots")
+        self.frames, self.s_a, self.levels = shots.frames, s_a, shots.levels
+
+    def __len__(self) -> int:
+        return len(self.levels)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {"frames": self.frames[i], "s_a": self.s_a[i], "motion_level": self.levels[i]}
+
+
+def collate(items: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    # frames stay uint8 (B, T, H, W, 3) and s_a fp16 until the training device (FrameDenoiser.forward)
+    return {"frames": torch.stack([it["frames"] for it in items]),
+            "s_a": torch.stack([it["s_a"] for it in items]),
+            "motion_level": torch.stack([it["motion_level"] for it in items]).long()}

@@ -1,0 +1,96 @@
+"""FrameNet: train the pixel decoder that draws a shot's frames after its first (decoder/frame_net.py).
+
+    animegamer train framenet --data WORLD_DIR [WORLD_DIR ...] --out DIR [--limit N] [--resume]
+    animegamer train framenet --render-sessions 3000 --render-seed 1000 --out DIR   # no dataset on disk
+
+Each train shot gives its TRUE first frame (spatially aligned, noise-augmented), its s_a (the shipped
+E_a, frozen: ``training/framenet_data.py``) and its motion level; the network learns to denoise frames
+1..16 under EDM. ``--init RUN`` starts from another run's final weights (a GPU run continued here).
+``--max-seconds`` stops a run in time for a lent machine or a session; ``--resume`` continues it.
+``OUT/final/`` holds ``config.json`` (the net and EDM configs) and ``model.safetensors`` (EMA weights).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+import torch
+
+from animegamer.core.runs import resolve_decoder
+from animegamer.decoder.frame_diffusion import EDMConfig, FrameDenoiser
+from animegamer.decoder.frame_net import FRAME_NET_PRESETS, FrameNet, frame_net_preset
+from animegamer.training.arguments import add_train_arguments, train_config_from_args
+from animegamer.training.framenet_data import (
+    TEXT_TABLE,
+    ActionParts,
+    FrameShots,
+    collate,
+    compute_s_a,
+    render_shots,
+    shots_from_worlds,
+)
+from animegamer.training.loop import TrainConfig, train
+
+SHIPPED = Path(__file__).resolve().parent.parent / "weights" / "default"  # the shipped model (its E_a)
+
+PRESETS: dict[str, TrainConfig] = {
+    "tiny": TrainConfig(steps=4, batch_size=2, lr=1e-3, warmup_steps=1, log_every=2, save_every=2, ema_decay=0.0),
+    "default": TrainConfig(steps=20000, batch_size=16, lr=2e-4, weight_decay=0.0, warmup_steps=200,
+                           schedule="constant", ema_decay=0.999, log_every=20, save_every=250, grad_clip=1.0),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_train_arguments(parser, list(PRESETS), data_required=False)
+    parser.set_defaults(data=None)
+    parser.add_argument("--more-data", nargs="*", default=[], help="more world datasets to train on")
+    parser.add_argument("--render-sessions", type=int, default=0,
+                        help="render this many world sessions in memory instead of reading --data")
+    parser.add_argument("--render-seed", type=int, default=1000)
+    parser.add_argument("--render-workers", type=int, default=2)
+    parser.add_argument("--decoder", default=str(SHIPPED),
+                        help="the model whose E_a and autoencoder give s_a (its shot_decoder/; default: the shipped)")
+    parser.add_argument("--text-table", default=None,
+                        help=f"E_a's text tokens per motion text (default: DECODER/{TEXT_TABLE} if there, "
+                             "else computed with MiniLM)")
+    parser.add_argument("--init", type=Path, default=None, help="start from this run's final weights")
+    parser.add_argument("--net", default=None, help="JSON overrides of the network preset, e.g. '{\"blocks\": 1}'")
+
+
+def load_frame_denoiser(path: str | Path, device: str | torch.device = "cpu") -> FrameDenoiser:
+    """A FrameDenoiser from a run dir, its final/, or a directory with config.json + model.safetensors."""
+    return FrameDenoiser.from_pretrained(path, device)
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = train_config_from_args(PRESETS[args.preset], args)
+    decoder_dir = resolve_decoder(args.decoder)
+    device = "cuda" if torch.cuda.is_available() and cfg.device != "cpu" else "cpu"
+    table = args.text_table or (decoder_dir / TEXT_TABLE)
+    parts = ActionParts(decoder_dir, device, table if Path(table).is_file() or args.text_table else None)
+    if args.render_sessions:
+        shots = render_shots(args.render_sessions, args.render_seed, workers=args.render_workers,
+                             progress=cfg.progress)
+    elif args.data:
+        shots = shots_from_worlds([args.data, *args.more_data], "train", args.limit, cfg.progress)
+    else:
+        raise SystemExit("train framenet: give --data WORLD_DIR or --render-sessions N")
+    s_a = compute_s_a(parts, shots, progress=cfg.progress)
+    print(f"[framenet] {len(s_a)} train shots, s_a {tuple(s_a.shape[1:])}")
+    if args.init is not None:
+        init = load_frame_denoiser(args.init)
+        module = FrameDenoiser(init.net, init.edm)
+    else:
+        overrides = json.loads(args.net) if args.net else {}
+        net_cfg = frame_net_preset("tiny" if args.preset == "tiny" else "default", **overrides)
+        if args.preset == "tiny":  # the tiny net on the world's real frames: only the shapes change
+            net_cfg = dataclasses.replace(net_cfg, frames=shots.frames.shape[1], height=shots.frames.shape[2],
+                                          width=shots.frames.shape[3], cond_dim=s_a.shape[-1])
+        module = FrameDenoiser(FrameNet(net_cfg), EDMConfig())
+    n = sum(p.numel() for p in module.parameters())
+    print(f"[framenet] {n / 1e6:.2f} M parameters, presets {sorted(FRAME_NET_PRESETS)}")
+    result = train(module, FrameShots(shots, s_a), collate, cfg, args.out, resume=args.resume)
+    print(f"[framenet] step {result['step']}, loss {result['loss']}, final weights in {result['final_dir']}")
+    return 0
