@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Train FrameNet (the pixel decoder) on one lent GPU in a single call, from a bare machine:
 #   render world sessions in memory on the CPU cores -> s_a from the shipped E_a -> train -> fp16 shards.
-# It needs, beside the repository (run from its root):
+# It needs, beside the repository (run from its root), what `.venv/bin/python scripts/gpu_payload.py [--init RUN]`
+# builds in ignored folders (carry them: run's carry [".whl", ".gpu"]):
 #   .whl/   diffusers 0.42.1 + importlib_metadata wheels (the autoencoder behind f_v is a diffusers class)
 #   .gpu/decoder/   the shipped shot_decoder.json, its E_a weights alone, autoencoder/, s_a_text.safetensors
-# Usage: bash scripts/gpu_train_framenet.sh SECONDS SESSIONS  (results under $OUT, or ./gpu_out)
+#   .gpu/init/      with --init: the run to continue (INIT=.gpu/init)
+# The repository's own weights (92 MB) are over what travels (64 MiB): take them out of the index for the call
+# (git rm -r --cached animegamer/weights, listed in .git/info/exclude) and put them back after (git reset).
+# Usage: [SEED=1000 INIT=.gpu/init EMA=0.999 BATCH=64] bash scripts/gpu_train_framenet.sh SECONDS SESSIONS
+# (results under $OUT, or ./gpu_out: fp16 shards of at most 15 MB, config.json, log.jsonl)
 set -euo pipefail
 SECONDS_TRAIN="${1:-300}"
 SESSIONS="${2:-3600}"

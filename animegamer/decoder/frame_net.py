@@ -111,7 +111,8 @@ def fourier(x: torch.Tensor, dim: int) -> torch.Tensor:
 
 
 def norm(c: int) -> nn.GroupNorm:
-    return nn.GroupNorm(min(32, c // 4), c)
+    """GroupNorm with up to 32 groups of at least 4 channels that divide ``c``."""
+    return nn.GroupNorm(max(g for g in range(1, 33) if c % g == 0 and c // g >= 4 or g == 1), c)
 
 
 class ResBlock(nn.Module):

@@ -211,6 +211,12 @@ def known_adverbs() -> list[str]:
     return list(_vocab().adverbs)
 
 
+def all_motion_texts() -> list[str]:
+    """Every motion text a world shot can carry (``motion_text``: "[adverb] verb phrase"), verb by verb."""
+    v = _vocab()
+    return [f"{a} {verb.phrase}" if a else verb.phrase for verb in v.verbs.values() for a in v.adverbs]
+
+
 # --------------------------------------------------------------------------- structured form
 
 
