@@ -44,6 +44,7 @@ from typing import Any
 
 import torch
 from diffusers import CogVideoXTransformer3DModel
+from diffusers.models.embeddings import TimestepEmbedding, Timesteps
 from safetensors.torch import load_file
 from torch import nn
 
@@ -79,12 +80,21 @@ class DecoderConfig:
     spatial_interpolation_scale: float = 1.875
     temporal_interpolation_scale: float = 1.0
     pretrained_path: str | None = None  # local CogVideoX transformer dir (paper scale); never downloaded
+    # The published release's decoder (training/release_import.py), where it is not diffusers' layout:
+    e_a_gelu: str = "tanh"  # E_a's GELU ("none": exact, the release's)
+    # width of the motion level's sinusoid before its MLP; 0 = time_embed_dim (diffusers' ofs). The release
+    # embeds it at the transformer's width (1920 -> 512 -> 512), as it embeds the timestep.
+    ofs_sinusoid_dim: int = 0
+    # the number the motion level 1..5 is embedded as; None = the level itself. The release: its table
+    # of optical-flow magnitudes (0.5, 2.5, 10, 15, 40).
+    motion_ofs_values: list[float] | None = None
+    norm_eps: float = 1e-5  # the blocks' LayerNorms (diffusers' default); the release's SAT model uses 1e-6
 
     def __post_init__(self) -> None:
         self.validate()
 
     def validate(self) -> None:
-        non_negative = ("cond_dim", "reference_channels")
+        non_negative = ("cond_dim", "reference_channels", "ofs_sinusoid_dim")
         positive = [f.name for f in fields(self) if f.type in ("int", int) and f.name not in non_negative]
         for name in positive:
             value = getattr(self, name)
@@ -104,6 +114,13 @@ class DecoderConfig:
                     f"DecoderConfig.{name} must be divisible by patch_size={self.patch_size}, "
                     f"got {getattr(self, name)}"
                 )
+        if self.e_a_gelu not in ("tanh", "none"):
+            raise ValueError(f"DecoderConfig.e_a_gelu must be 'tanh' or 'none', got {self.e_a_gelu!r}")
+        if self.motion_ofs_values is not None:
+            self.motion_ofs_values = [float(v) for v in self.motion_ofs_values]
+            if len(self.motion_ofs_values) != NUM_MOTION_LEVELS:
+                raise ValueError(f"DecoderConfig.motion_ofs_values must be {NUM_MOTION_LEVELS} numbers (levels 1..5), "
+                                 f"got {self.motion_ofs_values}")
         if self.reference_channels and self.n_visual != self.patch_grid[0] * self.patch_grid[1]:
             raise ValueError(
                 f"DecoderConfig.reference_channels needs the visual tokens on the patch grid: n_visual must be "
@@ -144,6 +161,7 @@ class DecoderConfig:
             n_text=self.n_text,
             n_visual=self.n_visual,
             d_model=self.d_cond,
+            gelu=self.e_a_gelu,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -205,7 +223,7 @@ def pretrained_transformer_fields(path: str | Path) -> dict[str, Any]:
 
 
 def build_transformer(cfg: DecoderConfig) -> CogVideoXTransformer3DModel:
-    return CogVideoXTransformer3DModel(
+    model = CogVideoXTransformer3DModel(
         num_attention_heads=cfg.num_heads,
         attention_head_dim=cfg.head_dim,
         in_channels=cfg.latent_channels + cfg.reference_channels,
@@ -225,7 +243,12 @@ def build_transformer(cfg: DecoderConfig) -> CogVideoXTransformer3DModel:
         temporal_interpolation_scale=cfg.temporal_interpolation_scale,
         use_rotary_positional_embeddings=False,
         use_learned_positional_embeddings=False,
+        norm_eps=cfg.norm_eps,
     )
+    if cfg.use_motion_level and cfg.ofs_sinusoid_dim:  # the level's sinusoid at another width than its MLP's
+        model.ofs_proj = Timesteps(cfg.ofs_sinusoid_dim, flip_sin_to_cos=True, downscale_freq_shift=0)
+        model.ofs_embedding = TimestepEmbedding(cfg.ofs_sinusoid_dim, cfg.time_embed_dim)
+    return model
 
 
 def load_pretrained_transformer(model: nn.Module, path: str | Path) -> dict[str, list[str]]:
@@ -334,6 +357,8 @@ class DecoderNet(nn.Module):
             if motion_level is None:
                 raise ValueError("this decoder is motion-conditioned: pass motion_level (B,) in 1..5")
             ofs = motion_level.to(device=x_t.device, dtype=torch.float32).reshape(-1)  # (B,)
+            if c.motion_ofs_values is not None:  # level 1..5 -> the number it was trained as
+                ofs = torch.tensor(c.motion_ofs_values, device=x_t.device)[ofs.long() - 1]  # (B,)
         x_in = x_t
         if c.reference_channels:  # the same reference map beside every latent frame
             ref = self.reference_map(s_a).to(x_t.dtype)  # (B, C_r, h, w)

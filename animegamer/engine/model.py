@@ -139,6 +139,9 @@ class Prediction:
     deltas: dict[str, int]  # stamina -1|0|1, social 0|1, entertainment 0|1
     probs: list[list[float]] = field(default_factory=list)  # per field, over its valid values
     timings: dict[str, float] = field(default_factory=dict)
+    # the level the decoder is asked to draw where a model says so apart from motion_level (an imported
+    # release played faithfully: engine/release_engine.py); None = motion_level
+    decoder_level: int | None = None
 
 
 def _mlp(d_in: int, d_hidden: int, d_out: int) -> nn.Sequential:

@@ -38,6 +38,8 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
     play.add_argument("--stop-on-error", action="store_true",
                       help="with --script: stop at the first line the game refuses (default: report it, go on)")
     add_device_arguments(play, quantize=True)
+    play.add_argument("--window", type=int, default=None, metavar="N",
+                      help="history turns the engine sees (default: the model's own; the published release: 1)")
     play.set_defaults(func=_play)
 
     serve = subparsers.add_parser(
@@ -59,6 +61,8 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
                        help="turns that may wait beyond those; more get 429 (default: %(default)s)")
     serve.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     add_device_arguments(serve, quantize=True)
+    serve.add_argument("--window", type=int, default=None, metavar="N",
+                       help="history turns the engine sees (default: the model's own; the published release: 1)")
     serve.set_defaults(func=_serve)
 
 
@@ -74,7 +78,7 @@ def _play(args: argparse.Namespace) -> int:
         except GameInputError as e:
             raise SystemExit(f"play: {e}") from None
         game = Game.load(args.model, store=args.store, device=args.device, precision=args.precision,
-                     quantize=args.quantize)
+                     quantize=args.quantize, window=args.window)
         try:
             result = play_script(game, args.script, characters=args.characters, out=args.out, seed=args.seed,
                                  stop_on_error=args.stop_on_error)
@@ -84,7 +88,7 @@ def _play(args: argparse.Namespace) -> int:
               f"(the game is saved: play --terminal --open {result.session.id})")
         return 1 if result.errors else 0
     game = Game.load(args.model, store=args.store, device=args.device, precision=args.precision,
-                     quantize=args.quantize)
+                     quantize=args.quantize, window=args.window)
     if args.terminal:
         return run_terminal(game, open_id=args.open_id, characters=args.characters)
 
@@ -98,7 +102,7 @@ def _serve(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     game = Game.load(args.model, store=args.store, device=args.device, precision=args.precision,
-                     quantize=args.quantize)
+                     quantize=args.quantize, window=args.window)
     print(f"AnimeGamer API on http://{args.host}:{args.port} (docs: /docs; saved games: {game.store.root})")
     uvicorn.run(create_app(game, config), host=args.host, port=args.port, log_level="info")
     return 0

@@ -50,6 +50,7 @@ from animegamer.core.video_io import save_mp4
 from animegamer.decoder.anchors import Anchor, named_characters
 from animegamer.decoder.pipeline import ShotDecoder
 from animegamer.engine.model import load_engine
+from animegamer.engine.release_engine import is_release_engine, load_release_engine
 from animegamer.engine.sequence import TurnRecord
 from animegamer.game.archive import restore_archive, write_archive
 from animegamer.game.characters import CharacterBook, CharacterError, CustomCharacter
@@ -241,7 +242,8 @@ class GameSession:
             if game.decoder.draws_frames and anchor is not None and anchor.source == "continued" and shown is not None:
                 source = shown()[-1]  # the scene goes on from the last frame the player saw, not a stored picture
                 drawn = game.decoder.draw_from_frame(pred.s_a, source)  # s_a's visual part: that frame's, as in training
-            frames = game.decoder(drawn, motion_level=pred.motion_level, generator=torch.Generator().manual_seed(seed),
+            level = pred.motion_level if pred.decoder_level is None else pred.decoder_level
+            frames = game.decoder(drawn, motion_level=level, generator=torch.Generator().manual_seed(seed),
                                   source=source)
             t2 = time.perf_counter()
         progress("saving", 0.9)
@@ -304,11 +306,12 @@ class Game:
     @classmethod
     def load(cls, path: str | Path | None = None, store: SessionStore | str | Path | None = None,
              merge_lora: bool = True, device: str | torch.device = "cpu", precision: str | None = None,
-             quantize: str | None = None, **kw: Any) -> Game:
+             quantize: str | None = None, window: int | None = None, **kw: Any) -> Game:
         """Models from ``path`` (default: the shipped ``animegamer/weights/default``) holding
         ``engine/`` (save_engine) and ``shot_decoder/`` (ShotDecoder.save_pretrained), on ``device``
         ("cpu", "cuda", "cuda:N", "auto") at ``precision`` ("fp32", "bf16" autocast, None: as saved).
-        ``quantize`` ("8bit", "4bit"; None: as trained) loads a local (paper) engine backbone quantized."""
+        ``quantize`` ("8bit", "4bit"; None: as trained) loads a local (paper) engine backbone quantized.
+        ``window`` (None: the model's own) is how many past turns the engine sees."""
         dev, precision = resolve_device(device), check_precision(precision)
         root = Path(path).expanduser() if path is not None else DEFAULT_WEIGHTS
         missing = [f for f in ENGINE_FILES + DECODER_FILES if not (root / f).exists()]
@@ -319,7 +322,10 @@ class Game:
                 "`animegamer train decoder` or `animegamer train adapt`, its final/ directory); copy or link "
                 "both there, or pass another directory with --model PATH")
 
-        engine = load_engine(root / "engine", **({"backbone_quantize": quantize} if quantize else {}))
+        load = load_release_engine if is_release_engine(root / "engine") else load_engine  # `convert release`
+        overrides = {**({"backbone_quantize": quantize} if quantize else {}),
+                     **({"window": window} if window is not None else {})}
+        engine = load(root / "engine", **overrides)
         # play only: fold the adapters in (faster per turn). Not into quantized weights: that would
         # dequantize and requantize them, a rounding the adapters were not trained with.
         if merge_lora and not engine.cfg.backbone_quantize:

@@ -27,6 +27,8 @@ class ActionEncoderConfig:
     n_visual: int = 48  # visual reference tokens (paper: 196)
     d_model: int = 384  # s_a width = the decoder's condition width (paper: 1920)
     norm_eps: float = 1e-5
+    # the MLPs' GELU: "tanh" (trained here) | "none" (exact erf: the published release's E_a, nn.GELU())
+    gelu: str = "tanh"
 
     def __post_init__(self) -> None:
         self.validate()
@@ -36,6 +38,8 @@ class ActionEncoderConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise ValueError(f"ActionEncoderConfig.{name} must be a positive int, got {value!r}")
+        if self.gelu not in ("tanh", "none"):
+            raise ValueError(f"ActionEncoderConfig.gelu must be 'tanh' or 'none', got {self.gelu!r}")
 
     @property
     def n_tokens(self) -> int:
@@ -48,10 +52,10 @@ class ActionEncoderConfig:
 class _Stream(nn.Module):
     """2-layer MLP then LayerNorm: the per-stream projection of E_a."""
 
-    def __init__(self, d_in: int, d_model: int, eps: float) -> None:
+    def __init__(self, d_in: int, d_model: int, eps: float, gelu: str = "tanh") -> None:
         super().__init__()
         self.fc1 = nn.Linear(d_in, d_model)
-        self.act = nn.GELU(approximate="tanh")
+        self.act = nn.GELU(approximate=gelu)
         self.fc2 = nn.Linear(d_model, d_model)
         self.norm = nn.LayerNorm(d_model, eps=eps)
 
@@ -65,8 +69,8 @@ class ActionEncoder(nn.Module):
     def __init__(self, config: ActionEncoderConfig) -> None:
         super().__init__()
         self.config = config
-        self.text = _Stream(config.d_text_in, config.d_model, config.norm_eps)
-        self.visual = _Stream(config.d_visual_in, config.d_model, config.norm_eps)
+        self.text = _Stream(config.d_text_in, config.d_model, config.norm_eps, config.gelu)
+        self.visual = _Stream(config.d_visual_in, config.d_model, config.norm_eps, config.gelu)
 
     def forward(self, f_md: torch.Tensor, f_v: torch.Tensor) -> torch.Tensor:
         c = self.config

@@ -26,6 +26,7 @@ import torch
 from animegamer.core.checkpoint import atomic_dir
 from animegamer.models.autoencoder import ShotAutoencoder, autoencoder_config
 from animegamer.models.vision_tower import VisionTower, vision_tower_config
+from animegamer.training.release_import import register_release
 
 VAE_CLASS = "AutoencoderKLCogVideoX"
 CLIP_TYPES = ("clip_vision_model", "clip")
@@ -85,6 +86,7 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
         p.add_argument("--out", required=True, help="run directory to write (replaced atomically)")
         p.add_argument("--fp32", action="store_true", help="keep fp32 weights (default: fp16)")
         p.set_defaults(func=_run)
+    register_release(csub)  # the published AnimeGamer checkpoints (release_import.py)
 
 
 def _run(args: argparse.Namespace) -> int:
