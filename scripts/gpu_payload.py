@@ -42,7 +42,7 @@ def main() -> int:
         save_safetensors_atomic({k: f.get_tensor(k) for k in f.keys() if k.startswith("action_encoder.")},
                                 out / DECODER_WEIGHTS)
     texts = all_motion_texts()
-    ActionParts(src, "cpu", out / TEXT_TABLE).text_part(texts)  # computes and writes the table
+    ActionParts(src, "cpu", out / TEXT_TABLE, save_new=True).text_part(texts)  # computes and writes the table
     if args.init:
         init = FrameDenoiser.from_pretrained(args.init)
         init.save_pretrained(ROOT / ".gpu" / "init")

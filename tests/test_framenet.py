@@ -1,10 +1,13 @@
 """FrameNet, the pixel decoder of frames after the first: shapes, determinism, learning, the new-content metric."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
 
+from animegamer.cli import main as cli_main
 from animegamer.core.checkpoint import save_json_atomic, save_safetensors_atomic
 from animegamer.decoder.anchors import AnchorConfig, VisualAnchors
 from animegamer.decoder.frame_diffusion import EDMConfig, FrameDenoiser, FrameSamplerConfig, karras_sigmas, sample_frames
@@ -14,7 +17,7 @@ from animegamer.engine.model import save_engine
 from animegamer.evaluation.drawn_shots import new_content
 from animegamer.game.session import Game
 from animegamer.game.store import frames_of
-from animegamer.training.phase_framenet import load_frame_denoiser
+from animegamer.world.dataset import RenderConfig, render_dataset
 from tiny_game import tiny_models
 
 torch.set_num_threads(1)
@@ -100,7 +103,7 @@ def test_training_lowers_the_loss_and_the_run_reloads(tmp_path):
     assert torch.isfinite(module(uint8)[0])  # the training batch as the data loader sends it
     save_json_atomic({"model_config": module.config_dict()}, tmp_path / "config.json")
     save_safetensors_atomic({k: v.half() for k, v in module.state_dict().items()}, tmp_path / "model.safetensors")
-    again = load_frame_denoiser(tmp_path)
+    again = FrameDenoiser.from_pretrained(tmp_path)
     assert again.net.config == module.net.config
     for k, v in module.state_dict().items():
         torch.testing.assert_close(again.state_dict()[k], v.half().float())
@@ -160,3 +163,20 @@ def test_a_game_whose_decoder_draws_frames_goes_on_from_the_last_frame_shown(tmp
     shown = frames_of(t1.video_path)  # what the player saw, read back from the saved clip
     assert np.array_equal(t2.frames[0], shown[-1])
     assert not np.array_equal(t2.frames[1], t2.frames[0])  # drawn by the network, not a copy
+
+
+def test_train_framenet_on_a_world_then_grade_it(tmp_path):
+    """`train framenet` on a rendered world (s_a from the shipped E_a), resumable; `eval-drawn` grades the run."""
+    world = tmp_path / "world"
+    render_dataset(RenderConfig(sessions=2, turns=3, seed=5, workers=1), world, progress=False)
+    args = ["train", "framenet", "--preset", "tiny", "--data", str(world), "--out", str(tmp_path / "run"),
+            "--no-progress", "--text-table", str(tmp_path / "table.safetensors")]
+    assert cli_main(args) == 0
+    assert FrameDenoiser.from_pretrained(tmp_path / "run").net.config.height == 96
+    assert cli_main(args + ["--resume", "--steps", "6"]) == 0
+    assert (tmp_path / "table.safetensors").is_file()  # the texts it met, kept for a machine without MiniLM
+    report = tmp_path / "drawn.json"
+    assert cli_main(["eval-drawn", "--framenet", str(tmp_path / "run"), "--data", str(world), "--n", "2",
+                     "--steps", "1", "--no-shipped", "--out", str(report)]) == 0
+    systems = json.loads(report.read_text())["systems"]
+    assert set(systems) == {"truth", "framenet"} and 0 <= systems["framenet"]["new_content"]["mean"] <= 1

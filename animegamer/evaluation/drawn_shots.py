@@ -31,7 +31,7 @@ from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR, Evaluator
 from animegamer.evaluation.metrics import motion_level_from_pixels
 from animegamer.evaluation.picture import read_picture
 from animegamer.training.framenet_data import ActionParts
-from animegamer.training.phase_framenet import SHIPPED, load_frame_denoiser
+from animegamer.training.phase_framenet import SHIPPED
 from animegamer.world.dataset import WorldDataset
 from animegamer.world.flow import MotionQuantizer
 from animegamer.world.preview import save_png, shot_strip, stack_strips
@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     first = torch.stack([frames_from_uint8(world.frames(r)[0]) for r in rows])  # (N, 3, H, W)
     s_a = parts.encode(first, [r["motion_text"] for r in rows])  # (N, n, D)
     sampler = FrameSamplerConfig(**({"steps": args.steps} if args.steps else {}))
-    systems: dict[str, Draw] = {"framenet": framenet_draw(load_frame_denoiser(args.framenet), sampler)}
+    systems: dict[str, Draw] = {"framenet": framenet_draw(FrameDenoiser.from_pretrained(args.framenet), sampler)}
     if not args.no_shipped:
         systems["shipped"] = shipped_draw(ShotDecoder.from_pretrained(decoder_dir))
     result = compare(systems, world, rows, s_a, Evaluator.load(DEFAULT_EVALUATOR), args.seed,

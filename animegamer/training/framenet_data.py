@@ -39,7 +39,9 @@ class ActionParts:
     """The frozen pieces of s_a: E_a, the first frame's latent reference and E_a(text) per motion text."""
 
     def __init__(self, decoder_dir: str | Path, device: str | torch.device = "cpu",
-                 text_table: str | Path | None = None) -> None:
+                 text_table: str | Path | None = None, save_new: bool = False) -> None:
+        """``text_table``: E_a's text tokens per motion text, read where it exists; ``save_new``: texts it lacks
+        (computed with MiniLM) are written back to it."""
         d = Path(decoder_dir)
         cfg = load_json(d / DECODER_CONFIG)["decoder"]
         self.config = ActionEncoderConfig(d_text_in=cfg["d_text_in"], d_visual_in=cfg["d_visual_in"],
@@ -54,9 +56,9 @@ class ActionParts:
         self.encoder.to(self.device).eval().requires_grad_(False)
         self.reference = LatentReference(ShotAutoencoder.from_pretrained(d / "autoencoder", device=self.device))
         self.table: dict[str, torch.Tensor] = {}
-        self.table_file = Path(text_table) if text_table else None
-        if self.table_file is not None and self.table_file.is_file():
-            with safe_open(self.table_file, "pt") as f:
+        self.table_file = Path(text_table) if text_table and save_new else None
+        if text_table is not None and Path(text_table).is_file():
+            with safe_open(text_table, "pt") as f:
                 self.table = {k: f.get_tensor(k).float() for k in f.keys()}
 
     @torch.no_grad()

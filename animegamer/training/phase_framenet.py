@@ -59,17 +59,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--net", default=None, help="JSON overrides of the network preset, e.g. '{\"blocks\": 1}'")
 
 
-def load_frame_denoiser(path: str | Path, device: str | torch.device = "cpu") -> FrameDenoiser:
-    """A FrameDenoiser from a run dir, its final/, or a directory with config.json + model.safetensors."""
-    return FrameDenoiser.from_pretrained(path, device)
-
-
 def run(args: argparse.Namespace) -> int:
     cfg = train_config_from_args(PRESETS[args.preset], args)
     decoder_dir = resolve_decoder(args.decoder)
     device = "cuda" if torch.cuda.is_available() and cfg.device != "cpu" else "cpu"
-    table = args.text_table or (decoder_dir / TEXT_TABLE)
-    parts = ActionParts(decoder_dir, device, table if Path(table).is_file() or args.text_table else None)
+    # a decoder's own table is read, never written (it may be the shipped model's folder); --text-table is both
+    table = Path(args.text_table) if args.text_table else decoder_dir / TEXT_TABLE
+    parts = ActionParts(decoder_dir, device, table, save_new=bool(args.text_table))
     if args.render_sessions:
         shots = render_shots(args.render_sessions, args.render_seed, workers=args.render_workers,
                              progress=cfg.progress)
@@ -80,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     s_a = compute_s_a(parts, shots, progress=cfg.progress)
     print(f"[framenet] {len(s_a)} train shots, s_a {tuple(s_a.shape[1:])}")
     if args.init is not None:
-        init = load_frame_denoiser(args.init)
+        init = FrameDenoiser.from_pretrained(args.init)
         module = FrameDenoiser(init.net, init.edm)
     else:
         overrides = json.loads(args.net) if args.net else {}
