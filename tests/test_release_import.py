@@ -14,14 +14,16 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from diffusers import AutoencoderKLCogVideoX
+from diffusers import AutoencoderKLCogVideoX, DDPMScheduler
 from peft import LoraConfig, get_peft_model
 from torch import nn
 from transformers import AutoTokenizer, MistralConfig, MistralForCausalLM
 
 from animegamer.cli import main
+from animegamer.decoder.diffusion import DiffusionConfig
 from animegamer.decoder.network import decoder_preset
 from animegamer.decoder.pipeline import ShotDecoder
+from animegamer.decoder.sampler import SamplerConfig, guidance_at
 from animegamer.engine.release_engine import load_release_engine, release_text_values
 from animegamer.engine.sequence import TurnRecord
 from animegamer.game.session import Game
@@ -348,6 +350,28 @@ def test_converted_engine_is_the_release_mllm(release, converted):
     assert p2.decoder_level == (1 if p2.deltas["social"] == 1 else 5)
 
 
+def test_release_sampler_settings(converted):
+    """The schedule is the release's ZeroSNRDDPMDiscretization(shift_scale=3) (written from discretizer.py), its
+    dynamic CFG the release's formula at the step it is called with; the shot is seeded, SDE noise included."""
+    betas = torch.linspace(0.00085 ** 0.5, 0.012 ** 0.5, 1000, dtype=torch.float64) ** 2  # sgm's "linear"
+    a = torch.cumprod(1 - betas, 0)
+    a = a / (3.0 + (1 - 3.0) * a)
+    root = a.sqrt()
+    root = (root - root[-1]) * root[0] / (root[0] - root[-1])  # zero terminal SNR, as the release rescales
+    ours = DDPMScheduler(**DiffusionConfig(snr_shift=3.0).schedule_kwargs()).alphas_cumprod.double().sqrt()
+    assert (ours[:-1] - root[:-1]).abs().max() < 1e-5 and ours[-1] < 1e-3
+    release = SamplerConfig(steps=50, guidance=6.0, guidance_schedule="release", guidance_exp=5)
+    for t in (999, 961, 21, 0):
+        assert guidance_at(release, 0, t) == pytest.approx(1 + 6 * (1 - math.cos(math.pi * ((50 - t) / 50) ** 5)) / 2)
+    cosine = SamplerConfig(steps=50, guidance=6.0, guidance_schedule="cosine")
+    assert guidance_at(cosine, 0, 999) == 1.0 and 6.8 < guidance_at(cosine, 49, 0) < 7.0
+    dec = ShotDecoder.from_pretrained(converted / "shot_decoder")
+    assert (dec.diffusion.snr_shift, dec.sampler.solver, dec.sampler.guidance_schedule) == (3.0, "sde-dpmsolver++", "cosine")
+    s_a = torch.randn(226, W, generator=torch.Generator().manual_seed(4))
+    shots = [dec(s_a, 3, generator=torch.Generator().manual_seed(k)) for k in (7, 7, 8)]
+    assert np.array_equal(shots[0], shots[1]) and not np.array_equal(shots[0], shots[2])
+
+
 def test_release_text_parse_is_the_releases():
     words = "<Strength_3> </ML> <SC> <Strength_1> </SC> <ET> <Strength_0> </ET> <ST> <Strength_-1> </ST>".split(" ")
     assert release_text_values(words) == [3, 1, 0, -1]
@@ -420,6 +444,7 @@ def test_memory_estimate_is_printed_before_loading(release, converted, tmp_path,
     cfg = json.loads((out / "engine" / "engine.json").read_text())["config"]
     assert (cfg["window"], cfg["query_positions"], cfg["value_decoding"], cfg["decoder_level"]) == \
         (1, "release", "release", "social")
+    assert json.loads((out / "shot_decoder" / "shot_decoder.json").read_text())["sampler"]["guidance_schedule"] == "release"
     game = Game.load(out, store=tmp_path / "saves")  # fp16 decoder, bf16 backbone: the release's way plays too
     turn = game.new_session(["Qiqi"], seed=2).step(CHARACTER)
     assert turn.frames.shape == (17, SHOT_H, SHOT_W, 3) and game.engine.backbone.embed_tokens.weight.dtype == torch.bfloat16

@@ -59,6 +59,9 @@ class DiffusionConfig:
     # per-frame errors (the flicker the flow reads as motion) pay it in full, an error shared by all
     # frames pays nothing, so it teaches the network to be consistently wrong rather than to flicker.
     frame_diff_loss: float = 0.0
+    # SNR shift of the schedule: alphas_cumprod -> a / (s + (1 - s) a), i.e. log SNR - log s at every step,
+    # before the zero-terminal-SNR rescale. 1 = none; the published release's decoder (CogVideoX's): 3.
+    snr_shift: float = 1.0
 
     def __post_init__(self) -> None:
         self.validate()
@@ -74,6 +77,10 @@ class DiffusionConfig:
             self.shared_noise_by_level = level_fractions(self.shared_noise_by_level, "DiffusionConfig.shared_noise_by_level")
         if self.frame_diff_loss < 0:
             raise ValueError(f"DiffusionConfig.frame_diff_loss must be >= 0, got {self.frame_diff_loss}")
+        if self.snr_shift <= 0:
+            raise ValueError(f"DiffusionConfig.snr_shift must be > 0, got {self.snr_shift}")
+        if self.snr_shift != 1.0 and self.beta_schedule != "scaled_linear":
+            raise ValueError(f"DiffusionConfig.snr_shift needs beta_schedule='scaled_linear', got {self.beta_schedule!r}")
         if self.noise_frame_groups < 1:
             raise ValueError(f"DiffusionConfig.noise_frame_groups must be >= 1, got {self.noise_frame_groups}")
 
@@ -88,7 +95,7 @@ class DiffusionConfig:
         return cls(**d)
 
     def schedule_kwargs(self) -> dict[str, Any]:
-        return dict(
+        kw = dict(
             num_train_timesteps=self.num_train_timesteps,
             beta_schedule=self.beta_schedule,
             beta_start=self.beta_start,
@@ -96,6 +103,18 @@ class DiffusionConfig:
             rescale_betas_zero_snr=self.rescale_betas_zero_snr,
             prediction_type="v_prediction",
         )
+        if self.snr_shift != 1.0:  # diffusers has no shift: hand it the shifted schedule as betas
+            kw["trained_betas"] = shifted_betas(self.beta_start, self.beta_end, self.num_train_timesteps, self.snr_shift)
+        return kw
+
+
+def shifted_betas(beta_start: float, beta_end: float, n: int, shift: float) -> list[float]:
+    """Scaled-linear betas whose alphas_cumprod a become a / (shift + (1 - shift) a) (the release's
+    ZeroSNRDDPMDiscretization(shift_scale) before its zero-SNR rescale), as betas again."""
+    betas = torch.linspace(beta_start ** 0.5, beta_end ** 0.5, n, dtype=torch.float64) ** 2
+    a = torch.cumprod(1.0 - betas, 0)
+    a = a / (shift + (1.0 - shift) * a)
+    return (1.0 - a / torch.cat([a.new_ones(1), a[:-1]])).tolist()
 
 
 @dataclass

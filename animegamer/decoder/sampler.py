@@ -8,6 +8,7 @@ decoder; the noise schedule and the training prior stay in ``DiffusionConfig``.
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
@@ -49,8 +50,21 @@ class SamplerConfig:
     # the flows the decoder's motion network draws from s_a and the level, instead of the picture decoder's
     # pixels. Needs a motion network (``model pack --flow-motion``). False = the picture decoder draws.
     flow_motion: bool = False
+    # "dpmsolver++" (deterministic) | "sde-dpmsolver++" (stochastic, its noise from the shot's generator: the
+    # published release's VPSDEDPMPP2MSampler)
+    solver: str = "dpmsolver++"
+    # the CFG scale per step: "constant" = ``guidance``; "cosine" = 1 + guidance (1 - cos(pi (i / steps) ** exp)) / 2
+    # at step i = 0.. (from 1 to 1 + guidance); "release" = that formula at i = steps - t, t the step's DDPM
+    # timestep, as the release's DynamicCFG is called (its scale then jumps between 1 and 1 + guidance)
+    guidance_schedule: str = "constant"
+    guidance_exp: float = 5.0
 
     def __post_init__(self) -> None:
+        if self.solver not in ("dpmsolver++", "sde-dpmsolver++"):
+            raise ValueError(f"SamplerConfig.solver must be 'dpmsolver++' or 'sde-dpmsolver++', got {self.solver!r}")
+        if self.guidance_schedule not in ("constant", "cosine", "release"):
+            raise ValueError("SamplerConfig.guidance_schedule must be 'constant', 'cosine' or 'release', "
+                             f"got {self.guidance_schedule!r}")
         if self.steps < 1:
             raise ValueError(f"SamplerConfig.steps must be >= 1, got {self.steps}")
         if self.guidance < 0:
@@ -112,11 +126,22 @@ def parse_level_fractions(text: str, option: str) -> list[float]:
     return _parse_per_level(text, option, "shared_noise_by_level", "[0, 1)")
 
 
-def make_scheduler(config: DiffusionConfig) -> DPMSolverMultistepScheduler:
+def make_scheduler(config: DiffusionConfig, solver: str = "dpmsolver++") -> DPMSolverMultistepScheduler:
     return DPMSolverMultistepScheduler(
-        **config.schedule_kwargs(), algorithm_type="dpmsolver++", solver_order=2, timestep_spacing="trailing",
+        **config.schedule_kwargs(), algorithm_type=solver, solver_order=2, timestep_spacing="trailing",
         final_sigmas_type="zero", lower_order_final=True,
     )
+
+
+def guidance_at(sampler: SamplerConfig, step: int, timestep: float) -> float:
+    """The CFG scale of sampling step ``step`` (0-based) at DDPM timestep ``timestep`` (SamplerConfig doc)."""
+    if sampler.guidance_schedule == "constant":
+        return sampler.guidance
+    i = step if sampler.guidance_schedule == "cosine" else sampler.steps - float(timestep)
+    ratio = i / sampler.steps
+    # a negative ratio (the release's form, early steps) keeps its sign through the odd power, as in Python
+    power = math.copysign(abs(ratio) ** sampler.guidance_exp, ratio)
+    return 1.0 + sampler.guidance * (1.0 - math.cos(math.pi * power)) / 2.0
 
 
 def guided_velocity(v_c: torch.Tensor, v_u: torch.Tensor, guidance: float, motion_guidance: float | None,
@@ -157,7 +182,7 @@ def sample(
     """
     device = s_a.device
     b = s_a.shape[0]
-    sched = make_scheduler(diffusion)
+    sched = make_scheduler(diffusion, sampler.solver)
     sched.set_timesteps(sampler.steps)
     if motion_level is not None:
         motion_level = torch.as_tensor(motion_level, device=device).reshape(-1).expand(b)  # (B,)
@@ -168,7 +193,8 @@ def sample(
                    motion_level=motion_level if net.config.use_motion_level else None)
     x = (x * sched.init_noise_sigma).to(device)  # (B, F, C', h, w)
     guidance, motion_guidance = sampler.guidance, sampler.motion_guidance
-    use_cfg = guidance > 1.0 or (motion_guidance is not None and motion_guidance > 1.0)
+    dynamic = sampler.guidance_schedule != "constant"
+    use_cfg = guidance > 1.0 or (motion_guidance is not None and motion_guidance > 1.0) or (dynamic and guidance > 0)
     cond = s_a
     # The motion level enters BOTH branches (it is part of the timestep embedding, not of s_a):
     # guidance extrapolates s_a only, the null branch is E_a(zeros) as in the paper.
@@ -176,7 +202,7 @@ def sample(
         cond = torch.cat([s_a, net.action_encoder.null(b).to(s_a)])  # (2B, N, D)
         if motion_level is not None:
             motion_level = torch.cat([motion_level, motion_level])  # (2B,)
-    for t in sched.timesteps:
+    for i, t in enumerate(sched.timesteps):
         x_in = sched.scale_model_input(x, t)  # (B, F, C', h, w)
         if use_cfg:
             x_in = torch.cat([x_in, x_in])  # (2B, F, C', h, w)
@@ -185,8 +211,9 @@ def sample(
             v = net(x_in, ts, cond, motion_level).float()  # (B or 2B, F, C', h, w)
         if use_cfg:
             v_c, v_u = v.chunk(2)
-            v = guided_velocity(v_c, v_u, guidance, motion_guidance, diffusion.noise_frame_groups)  # (B, F, C', h, w)
-        x = sched.step(v, t, x).prev_sample
+            g = guidance_at(sampler, i, float(t)) if dynamic else guidance
+            v = guided_velocity(v_c, v_u, g, motion_guidance, diffusion.noise_frame_groups)  # (B, F, C', h, w)
+        x = sched.step(v, t, x, generator=generator).prev_sample  # the SDE solver draws its noise from it
     if sampler.motion_scale_by_level is not None and motion_level is not None:
         scale = torch.tensor(sampler.motion_scale_by_level, device=device)[motion_level[:b] - 1]  # (B,)
         x = scale_motion(x, scale, diffusion.noise_frame_groups)

@@ -22,7 +22,8 @@ What is read, and where it goes:
   ``ActionEncoder``, whose E_a(zeros) is the release's unconditional branch. The release feeds the MLLM's
   s_a straight into the token sequence, so the transformer's own ``text_proj`` is the identity.
 - CogVideoX-2B's VAE (a local diffusers folder) -> the shot autoencoder, scaled by its own scaling factor.
-- The release's sampler (``ReleaseSamplerSettings``): 50 steps, guidance 6, 17 frames at 8 fps, 480 x 720.
+- The release's sampler (``ReleaseSamplerSettings``): 50 steps of a stochastic DPM-Solver++(2M) on its
+  SNR-shifted schedule, dynamic guidance up to 7, 17 frames at 8 fps, 480 x 720.
 
 A key the mapping needs and the checkpoint lacks, a key it does not know, or a shape that does not fit
 is an error naming the key. Nothing downloads.
@@ -72,13 +73,14 @@ class ReleaseFormatError(ValueError):
 
 @dataclass
 class ReleaseSamplerSettings:
-    """The release's sampler (VDM_Decoder/configs/cogvideox_2b.yaml, inference.yaml) and how it maps here.
-
-    Mapped: steps, the guidance scale (constant here), v-prediction on scaled-linear betas with zero
-    terminal SNR, the frame count and size, the fps. Not reproduced (docs/RELEASE.md): the SNR shift of 3
-    (``ZeroSNRDDPMDiscretization(shift_scale=3)``), its stochastic DPM-Solver++(2M) (``VPSDEDPMPP2MSampler``;
-    here the deterministic one), and the dynamic CFG schedule ``1 + 6 (1 - cos(pi (i / 50) ** 5)) / 2``.
-    """
+    """The release's sampler (VDM_Decoder/configs/cogvideox_2b.yaml, inference.yaml) and how it maps here:
+    v-prediction on scaled-linear betas (0.00085..0.012, 1000 steps) shifted by 3 in SNR, then rescaled
+    to zero terminal SNR (``ZeroSNRDDPMDiscretization(shift_scale=3)`` -> ``DiffusionConfig.snr_shift``); 50
+    steps of a stochastic DPM-Solver++(2M) (``VPSDEDPMPP2MSampler`` -> diffusers' "sde-dpmsolver++"); dynamic
+    CFG 1 + 6 (1 - cos(pi x ** 5)) / 2 (``DynamicCFG(scale 6, exp 5)``), where the release passes x = (50 - t) / 50
+    with t the DDPM timestep, not the step: ``guidance_schedule`` "cosine" (x = step / 50) or, faithful, "release".
+    Not the same to the number: the timesteps (the release spaces them its own way, here "trailing") and the
+    random numbers of the noise."""
 
     steps: int = 50
     guidance: float = 6.0
@@ -89,8 +91,12 @@ class ReleaseSamplerSettings:
     frames: int = 17
     fps: int = 8
 
-    def sampler_config(self, steps: int | None = None) -> SamplerConfig:
-        return SamplerConfig(steps=steps or self.steps, guidance=self.guidance)
+    def sampler_config(self, steps: int | None = None, faithful: bool = False) -> SamplerConfig:
+        return SamplerConfig(steps=steps or self.steps, guidance=self.guidance, solver="sde-dpmsolver++",
+                             guidance_schedule="release" if faithful else "cosine", guidance_exp=self.dynamic_cfg_exp)
+
+    def diffusion_config(self) -> DiffusionConfig:
+        return DiffusionConfig(snr_shift=self.snr_shift)
 
 
 @dataclass
@@ -437,7 +443,8 @@ def convert_release(cfg: ReleaseImportConfig) -> Path:
         "paper", pretrained_path=str(ae_cfg_dir), block_out_channels=tuple(vae["block_out_channels"]),
         layers_per_block=int(vae["layers_per_block"]), latent_channels=int(vae["latent_channels"]),
         norm_num_groups=int(vae["norm_num_groups"]), temporal_ratio=int(vae.get("temporal_compression_ratio", 4))))
-    decoder = ShotDecoder(net, ae, DiffusionConfig(), cfg.sampler.sampler_config(cfg.sample_steps))
+    decoder = ShotDecoder(net, ae, cfg.sampler.diffusion_config(), cfg.sampler.sampler_config(cfg.sample_steps,
+                                                                                               cfg.faithful))
 
     sd, rank = map_mllm(_read_state_dict(mpath, cfg.trust_pickle), mistral, mpath, dcfg.n_tokens, dcfg.d_cond)
     # every turn starts with the tokenizer's <s> (the release: tokenizer.bos_token_id, 1 for Mistral)
