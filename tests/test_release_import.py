@@ -28,8 +28,10 @@ from animegamer.engine.release_engine import load_release_engine, release_text_v
 from animegamer.engine.sequence import TurnRecord
 from animegamer.game.session import Game
 from animegamer.models.text_encoder import minilm_path
+from animegamer.training import release_import
 from animegamer.training.release_import import (
     ReleaseFormatError,
+    ReleaseMemoryError,
     ReleaseImportConfig,
     convert_release,
     memory_estimate,
@@ -395,6 +397,13 @@ def test_converted_model_plays_saves_and_reopens(release, converted, tmp_path):
     third = again.step("Character: Qiqi; Motion: wave; Background: day town.")  # history read back from the saves
     assert third.index == 2
     assert Game.load(converted, store=tmp_path / "saves", window=1).engine.cfg.window == 1  # the player's window
+
+
+def test_loading_says_when_memory_will_not_hold_it(converted, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(release_import, "available_gib", lambda device: 1e-4)
+    with pytest.raises(ReleaseMemoryError, match=r"needs about 0\.\d GiB on cpu .* but 0\.0 GiB is free"):
+        Game.load(converted, store=tmp_path / "saves")
+    assert "[release] to play: engine" in capsys.readouterr().out  # the estimate comes first
 
 
 # ---------------------------------------------------------------------- errors

@@ -56,6 +56,7 @@ from animegamer.game.archive import restore_archive, write_archive
 from animegamer.game.characters import CharacterBook, CharacterError, CustomCharacter
 from animegamer.game.store import SessionStore, StoreError, TurnRow, export_session, frames_of
 from animegamer.game.text import MAX_INSTRUCTION_CHARS, describe_characters, unsafe_characters
+from animegamer.training.release_import import check_release_memory
 from animegamer.world.cast import load_cast
 from animegamer.world.instructions import known_places
 from animegamer.world.motions import verbs
@@ -322,7 +323,10 @@ class Game:
                 "`animegamer train decoder` or `animegamer train adapt`, its final/ directory); copy or link "
                 "both there, or pass another directory with --model PATH")
 
-        load = load_release_engine if is_release_engine(root / "engine") else load_engine  # `convert release`
+        release = is_release_engine(root / "engine")  # `convert release`: a 7B engine and a 2B decoder
+        if release:
+            check_release_memory(root, dev, quantize)
+        load = load_release_engine if release else load_engine
         overrides = {**({"backbone_quantize": quantize} if quantize else {}),
                      **({"window": window} if window is not None else {})}
         engine = load(root / "engine", **overrides)

@@ -42,6 +42,7 @@ from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
 from animegamer.core.checkpoint import atomic_dir, save_json_atomic, save_safetensors_atomic
+from animegamer.core.errors import UserFacingError
 from animegamer.core.runs import ENGINE_CONFIG, ENGINE_WEIGHTS
 from animegamer.decoder.diffusion import DiffusionConfig
 from animegamer.decoder.network import DecoderConfig, DecoderNet
@@ -408,6 +409,50 @@ def print_memory(mistral: dict[str, Any], decoder: DecoderConfig, lora_rank: int
           f"about {m['engine_gb'] * 0.55:.1f} / {m['engine_gb'] * 0.33:.1f}), decoder {m['decoder_gb']:.1f} GiB "
           f"(fp32), VAE {m['vae_gb']:.1f} GiB; activations at 480 x 720 come on top", flush=True)
     return m
+
+
+class ReleaseMemoryError(ValueError, UserFacingError):
+    """The converted release will not fit where it is to be loaded."""
+
+
+def available_gib(device: torch.device) -> float:
+    """Free memory where the parts will live: the GPU's free memory, or the host's MemAvailable (inf if unknown)."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0] / GiB
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024 / GiB
+    except OSError:
+        pass
+    return float("inf")
+
+
+QUANTIZED_SHARE = {None: 1.0, "8bit": 0.55, "4bit": 0.33}  # of the bf16 engine (table and head stay bf16)
+
+
+def check_release_memory(model_dir: str | Path, device: torch.device, quantize: str | None = None) -> dict[str, float]:
+    """Print what a converted release needs and refuse, naming the numbers, where the device (or the host it
+    loads through) has less free. Called by Game.load before anything is loaded."""
+    root = Path(model_dir)
+    engine = json.loads((root / "engine" / ENGINE_CONFIG).read_text())["config"]
+    dcfg = DecoderConfig.from_dict(json.loads((root / "shot_decoder" / "shot_decoder.json").read_text())["decoder"])
+    m = print_memory(mistral_config(engine["backbone_path"]), dcfg, int(engine["lora_rank"]))
+    quantize = quantize or engine.get("backbone_quantize")
+    engine_gb = m["engine_gb"] * QUANTIZED_SHARE[quantize]
+    need = engine_gb + m["decoder_gb"] + m["vae_gb"]
+    free = available_gib(device)
+    if need > free:
+        raise ReleaseMemoryError(
+            f"this model needs about {need:.1f} GiB on {device} (engine {engine_gb:.1f}, decoder {m['decoder_gb']:.1f}, "
+            f"VAE {m['vae_gb']:.1f}; activations on top) but {free:.1f} GiB is free there"
+            + ("" if quantize == "4bit" else "; try --quantize 8bit or 4bit (a GPU)") + " (docs/RELEASE.md, Memory)")
+    if device.type != "cpu":  # each part is read on the host, then moved: the largest one passes through it
+        host_need, host = max(0.0 if quantize else engine_gb, m["decoder_gb"]), available_gib(torch.device("cpu"))
+        if host_need > host:
+            raise ReleaseMemoryError(f"loading this model passes about {host_need:.1f} GiB through host memory, "
+                                     f"which has {host:.1f} GiB free (docs/RELEASE.md, Memory)")
+    return {**m, "need_gb": need, "free_gb": free}
 
 
 # ---------------------------------------------------------------------- convert
