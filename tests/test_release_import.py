@@ -104,11 +104,13 @@ def sat_decoder_state_dict(seed: int = 0) -> dict[str, torch.Tensor]:
         L = f"transformer.layers.{i}."
         sd[L + "input_layernorm.weight"], sd[L + "input_layernorm.bias"] = 1 + r(W), r(W)
         sd[L + "post_attention_layernorm.weight"], sd[L + "post_attention_layernorm.bias"] = 1 + r(W), r(W)
-        sd[L + "attention.query_key_value.original.weight"], sd[L + "attention.query_key_value.bias"] = r(3 * W, W), r(3 * W)
+        # SAT's LoraLinear keeps the replaced layer as `.original` (its bias too) beside matrix_A / matrix_B
+        sd[L + "attention.query_key_value.original.weight"] = r(3 * W, W)
+        sd[L + "attention.query_key_value.original.bias"] = r(3 * W)
         for j in range(3):
             sd[L + f"attention.query_key_value.matrix_A.{j}"] = r(SAT_LORA_R, W)
             sd[L + f"attention.query_key_value.matrix_B.{j}"] = r(W, SAT_LORA_R)
-        sd[L + "attention.dense.original.weight"], sd[L + "attention.dense.bias"] = r(W, W), r(W)
+        sd[L + "attention.dense.original.weight"], sd[L + "attention.dense.original.bias"] = r(W, W), r(W)
         sd[L + "attention.dense.matrix_A.0"], sd[L + "attention.dense.matrix_B.0"] = r(SAT_LORA_R, W), r(W, SAT_LORA_R)
         sd[L + "mlp.dense_h_to_4h.weight"], sd[L + "mlp.dense_h_to_4h.bias"] = r(4 * W, W), r(4 * W)
         sd[L + "mlp.dense_4h_to_h.weight"], sd[L + "mlp.dense_4h_to_h.bias"] = r(W, 4 * W), r(W)
@@ -138,7 +140,7 @@ def sat_forward(sd: dict[str, torch.Tensor], x: torch.Tensor, t: torch.Tensor, c
     cond (b, 226, W) the MLLM's s_a as it goes into the sequence, flow (b,) the flow value of the level."""
     def lin(h, name, lora=0):
         w = sd.get(name + ".weight", sd.get(name + ".original.weight"))
-        out = h @ w.T + sd[name + ".bias"]
+        out = h @ w.T + sd.get(name + ".bias", sd.get(name + ".original.bias"))
         parts = [(sd[f"{name}.matrix_A.{j}"], sd[f"{name}.matrix_B.{j}"]) for j in range(lora)]
         if parts:
             out = out + torch.cat([h @ a.T @ b.T for a, b in parts], -1) / SAT_LORA_R
@@ -372,6 +374,32 @@ def test_release_sampler_settings(converted):
     s_a = torch.randn(226, W, generator=torch.Generator().manual_seed(4))
     shots = [dec(s_a, 3, generator=torch.Generator().manual_seed(k)) for k in (7, 7, 8)]
     assert np.array_equal(shots[0], shots[1]) and not np.array_equal(shots[0], shots[2])
+
+
+def test_kv_reuse_gives_the_same_states(converted):
+    """Three turns with the cache (the history computed once) = each turn computed whole; a window that slid
+    or holds a changed turn (another s_a) is computed again."""
+    engine = load_release_engine(converted / "engine", backbone_dtype="float32", window=2)
+    g = torch.Generator().manual_seed(9)
+    history, cached, whole = [], [], []
+    for k, text in enumerate(["Qiqi waves", "Qiqi runs", "Qiqi sits down"]):
+        p = engine.predict(history, text)
+        cached.append((p, p.timings["reused_tokens"]))
+        whole.append(engine.predict(history, text, use_cache=False))
+        engine.predict(history, text)  # put the cache back where the game leaves it
+        history.append(TurnRecord(text, s_a=torch.randn(226, W, generator=g), motion_level=p.motion_level,
+                                  deltas=p.deltas))
+    assert [r for _, r in cached][0] == 0 and all(r > 0 for _, r in cached[1:])
+    for (p, _), q in zip(cached, whole):
+        assert (p.s_a - q.s_a).abs().max() < 1e-5 and (p.motion_level, p.deltas) == (q.motion_level, q.deltas)
+    history[-1] = TurnRecord(history[-1].instruction, s_a=torch.zeros(226, W), motion_level=1,
+                             deltas={"social": 0, "entertainment": 0, "stamina": 0})
+    changed = engine.predict(history, "Qiqi flies")
+    assert changed.timings["reused_tokens"] == 0  # the cache held turns 0-1; the window is now 1 and a changed 2
+    again = engine.predict(history, "Qiqi flies")  # the same window: its two turns come from the cache
+    assert again.timings["reused_tokens"] + again.timings["computed_tokens"] == changed.timings["computed_tokens"]
+    assert (again.s_a - changed.s_a).abs().max() < 1e-5
+    assert (changed.s_a - engine.predict(history, "Qiqi flies", use_cache=False).s_a).abs().max() < 1e-5
 
 
 def test_release_text_parse_is_the_releases():

@@ -30,10 +30,12 @@ Where the release's inference differs from its own training layout or from the p
 - ``decoder_level``: the release's web demo hands the decoder the SOCIAL delta where the motion level
   belongs (its table then draws social 1 as level 1 and anything else as level 5).
   "motion_level" (corrected) | "social" (``Prediction.decoder_level``).
-- ``window``: the release plays with a window of 1 (no history); here the player's choice.
+- ``window``: the release plays with a window of 1 (no history); here the player's choice, its history turns
+  kept in a KV cache between turns as ``GameEngine`` keeps them.
 """
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -138,6 +140,17 @@ def projection(d_in: int, d_out: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(d_in, d_out), nn.GELU(), nn.Linear(d_out, d_out))
 
 
+def turn_key(turn: TurnRecord) -> str:
+    """Content key of a history turn: the KV cache is reused only for identical turns."""
+    if turn.s_a is None:
+        raise ValueError(f"history turn {turn.instruction!r} has no s_a")
+    h = hashlib.blake2b(digest_size=16)
+    h.update(turn.instruction.encode("utf-8"))
+    h.update(repr(turn.values()).encode())
+    h.update(turn.s_a.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
 def release_text_values(words: list[str]) -> list[int]:
     """The release's parse of its generated state text: words 0, 3, 6, 9 (split on spaces), characters
     [10:-1] of each as an int ("<Strength_3>" -> 3); any failure gives all four zero, silently."""
@@ -178,6 +191,7 @@ class ReleaseEngine(nn.Module):
         for p in self.parameters():
             p.requires_grad_(False)
         self.offsets = added_token_offsets()
+        self.reset_cache()
 
     # ------------------------------------------------------------------ weights
     def weight_names(self) -> list[str]:
@@ -201,14 +215,20 @@ class ReleaseEngine(nn.Module):
                 if params[n].shape != t.shape:
                     raise ValueError(f"release engine weight {n}: expected {tuple(params[n].shape)}, got {tuple(t.shape)}")
                 params[n].copy_(t)
+        self.reset_cache()
 
     def merge_lora(self, merged: bool = True) -> None:
+        """Fold the adapters into the base weights for play (or take them out again)."""
         for m in self.backbone.modules():
             if isinstance(m, LoraLayer) and bool(m.merged) != merged:
                 m.merge() if merged else m.unmerge()
+        self.reset_cache()
 
     def reset_cache(self) -> None:
-        """Nothing is cached: every turn is computed whole (the window is a few turns of ~270 tokens)."""
+        """Forget the KV cache (it is also rebuilt whenever the window's turns change)."""
+        self._cache: DynamicCache | None = None
+        self._cache_keys: list[str] = []
+        self._cache_len = 0
 
     # ------------------------------------------------------------------ the sequence
     def tok(self, name: str) -> int:
@@ -227,11 +247,12 @@ class ReleaseEngine(nn.Module):
             ids.append(self.tok("</ST>"))
         return ids + [self.tok("</TURN>")]
 
-    def sequence(self, window: list[TurnRecord], instruction: str) -> tuple[list[int], list[int], int]:
-        """(ids, history slot positions (N per history turn, oldest first), first current query slot)."""
+    def sequence(self, turns: list[TurnRecord], instruction: str, bos: bool = True) -> tuple[list[int], list[int], int, int]:
+        """(ids, history slot positions (N per history turn, oldest first), first current query slot, first id of the
+        current turn), positions counted from the first of these ids: ``<s>`` when ``bos``, else the cached prefix's end."""
         N = self.cfg.rep_tokens
-        ids, slots = [self.cfg.bos_token_id], []
-        for turn in window:
+        ids, slots = ([self.cfg.bos_token_id] if bos else []), []
+        for turn in turns:
             ids += [self.tok("<TURN>"), *self.tokenizer.encode(turn.instruction)]
             slots += range(len(ids) + 2, len(ids) + 2 + N)  # after <img><frame>
             ids += self.frame_ids()
@@ -239,10 +260,11 @@ class ReleaseEngine(nn.Module):
             if any(v is None for v in values):
                 raise ValueError(f"history turn {turn.instruction!r} has unknown state values {values}")
             ids += self.value_tokens(values)
+        current = len(ids)
         ids += [self.tok("<TURN>"), *self.tokenizer.encode(instruction)]
         q0 = len(ids) + 2
         ids += self.frame_ids() + [self.tok("<ML>")]
-        return ids, slots, q0
+        return ids, slots, q0, current
 
     def _run(self, x: torch.Tensor, mask: torch.Tensor, cache=None, past: int = 0) -> torch.Tensor:
         """(1, L, H) embeddings, bool (L, past + L) mask -> (L, H) final hidden states (float32)."""
@@ -267,25 +289,42 @@ class ReleaseEngine(nn.Module):
     def predict(self, history: list[TurnRecord], instruction: str, states: dict[str, int] | None = None,
                 temperature: float = 0.0, generator: torch.Generator | None = None,
                 use_cache: bool = True) -> Prediction:
-        """The next game state. ``states`` is not shown to the release's model (its layout has none)."""
+        """The next game state. ``states`` is not shown to the release's model (its layout has none).
+
+        KV reuse as ``GameEngine.predict``: the cache keeps ``<s>`` and the window's history turns; a call computes
+        only the history turns not cached yet and the current turn, while the cached turns are a prefix of the new
+        window (checked by content). The release's text decoding (a causal pass of its own) is computed whole.
+        """
         t0 = time.perf_counter()
         cfg, N = self.cfg, self.cfg.rep_tokens
         window = history[select_window(len(history), cfg.window, cfg.slide):]
-        ids, slots, q0 = self.sequence(window, instruction)
+        keys = [turn_key(t) for t in window]
+        reuse = use_cache and cfg.value_decoding == "constrained"
+        n = len(self._cache_keys)
+        if not reuse or self._cache is None or keys[:n] != self._cache_keys:
+            self._cache, self._cache_keys, self._cache_len, n = None, [], 0, 0
+        past = self._cache_len
+        ids, slots, q0, current = self.sequence(window[n:], instruction, bos=past == 0)
+        cache = self._cache if self._cache is not None else (DynamicCache() if cfg.value_decoding == "constrained" else None)
         dev = self.lm_head.weight.device
         amp = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cfg.autocast_bf16)
         with amp:
-            x = self._embed(ids, slots, [t.s_a for t in window])  # (1, L, H)
+            x = self._embed(ids, slots, [t.s_a for t in window[n:]])  # (1, L, H): the new tokens only
             L = len(ids)
-            cache = DynamicCache() if cfg.value_decoding == "constrained" else None  # the values go on from it
-            h = self._run(x, attention_mask(L, 0, (q0, q0 + N)), cache)  # (L, H): the current slots see each other
+            h = self._run(x, attention_mask(L, past, (past + q0, past + q0 + N)), cache, past)  # current slots see each other
             at = range(q0, q0 + N) if cfg.query_positions == "frames" else range(L - N, L)
             s_a = self.out_resampler(h[list(at)].to(self.out_resampler[0].weight.dtype)).float().cpu()  # (N, D)
             t1 = time.perf_counter()
             if cfg.value_decoding == "constrained":
-                values, probs = self._constrained_values(h[-1], L, cache, temperature, generator)
+                values, probs = self._constrained_values(h[-1], past + L, cache, temperature, generator)
             else:
-                values, probs = self._release_text_values(x, ids), []
+                full, full_slots, *_ = self.sequence(window, instruction)
+                values, probs = self._release_text_values(self._embed(full, full_slots, [t.s_a for t in window]), full), []
+        if reuse:  # keep <s> and the history turns: the current one comes back next turn in its history form
+            drop = cache.get_seq_length() - (past + current)
+            if drop:
+                cache.crop(-drop)  # transformers 5: a negative count of tokens to drop
+            self._cache, self._cache_keys, self._cache_len = cache, keys, past + current
         decoder_level = None
         if cfg.decoder_level == "social":  # the release's table: 1 -> 0.5 (level 1's), anything else -> 40 (level 5's)
             decoder_level = 1 if values[1] == 1 else 5
@@ -293,7 +332,7 @@ class ReleaseEngine(nn.Module):
         deltas = {FIELDS[f][0]: values[f] for f in range(1, len(FIELDS))}
         return Prediction(s_a=s_a, motion_level=values[0], deltas=deltas, probs=probs, decoder_level=decoder_level,
                           timings={"total_s": t2 - t0, "prefill_s": t1 - t0, "decode_s": t2 - t1,
-                                   "computed_tokens": float(len(ids)), "reused_tokens": 0.0,
+                                   "computed_tokens": float(L), "reused_tokens": float(past),
                                    "history_turns": float(len(window))})
 
     def _constrained_values(self, last: torch.Tensor, past: int, cache: DynamicCache, temperature: float,
@@ -319,9 +358,10 @@ class ReleaseEngine(nn.Module):
         return values, probs
 
     def _release_text_values(self, x: torch.Tensor, ids: list[int]) -> list[int]:
-        """The release: greedy text over the whole vocabulary from a CAUSAL pass (its generate() has no
-        mask), 12 tokens, parsed as the release parses it. A level it cannot read is drawn as level 5 (its
-        decoder's table maps 0 to 40, level 5's); deltas outside this game's values count as 0."""
+        """The release: greedy text over the whole vocabulary from a CAUSAL pass (its generate() has no mask),
+        12 tokens, parsed as the release parses it. A level it cannot read is drawn as level 5 (its decoder's
+        table maps 0 to 40, level 5's); deltas outside this game's values count as 0. ``x`` (1, L, H): the
+        embeddings of the whole sequence ``ids``."""
         cache, L = DynamicCache(), len(ids)
         last, past, words = self._run(x, attention_mask(L), cache)[-1], L, []
         inverse = {v: k for k, v in self.offsets.items()}
