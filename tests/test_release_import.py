@@ -15,6 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from diffusers import AutoencoderKLCogVideoX, DDPMScheduler
+from fastapi.testclient import TestClient
 from peft import LoraConfig, get_peft_model
 from torch import nn
 from transformers import AutoTokenizer, MistralConfig, MistralForCausalLM
@@ -26,6 +27,7 @@ from animegamer.decoder.pipeline import ShotDecoder
 from animegamer.decoder.sampler import SamplerConfig, guidance_at
 from animegamer.engine.release_engine import load_release_engine, release_text_values
 from animegamer.engine.sequence import TurnRecord
+from animegamer.game.api import ServeConfig, create_app
 from animegamer.game.session import Game
 from animegamer.models.text_encoder import minilm_path
 from animegamer.training import release_import
@@ -425,6 +427,27 @@ def test_converted_model_plays_saves_and_reopens(release, converted, tmp_path):
     third = again.step("Character: Qiqi; Motion: wave; Background: day town.")  # history read back from the saves
     assert third.index == 2
     assert Game.load(converted, store=tmp_path / "saves", window=1).engine.cfg.window == 1  # the player's window
+
+
+def test_converted_model_through_http(converted, tmp_path):
+    """The HTTP API serves the imported model as it serves any: a game, a turn, its clip."""
+    game = Game.load(converted, store=tmp_path / "saves")
+    with TestClient(create_app(game, ServeConfig())) as client:
+        gid = client.post("/games", json={"characters": ["Qiqi"], "seed": 3}).json()["id"]
+        r = client.post(f"/games/{gid}/turns", json={"instruction": CHARACTER})
+        assert r.status_code == 201, r.text
+        turn = r.json()
+        assert 1 <= turn["motion_level"] <= 5 and turn["states_before"] == {"stamina": 50, "social": 50, "entertainment": 50}
+        clip = client.get(turn["clip_url"])
+        assert clip.status_code == 200 and clip.headers["content-type"] == "video/mp4"
+
+
+def test_converted_model_plays_a_script(converted, tmp_path):
+    story = tmp_path / "story.txt"
+    story.write_text(f"# the release's game_demo form\n{CHARACTER}\nCharacter: Qiqi; Motion: gently sit; Background: day town.\n")
+    assert main(["play", "--model", str(converted), "--script", str(story), "--out", str(tmp_path / "out"),
+                 "--store", str(tmp_path / "saves"), "--window", "1"]) == 0
+    assert len(list((tmp_path / "out").glob("*.mp4"))) >= 2
 
 
 def test_loading_says_when_memory_will_not_hold_it(converted, tmp_path, monkeypatch, capsys):
