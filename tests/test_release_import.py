@@ -18,14 +18,16 @@ from diffusers import AutoencoderKLCogVideoX, DDPMScheduler
 from fastapi.testclient import TestClient
 from peft import LoraConfig, get_peft_model
 from torch import nn
-from transformers import AutoTokenizer, MistralConfig, MistralForCausalLM
+from tokenizers import Tokenizer, models, normalizers, trainers
+from transformers import AutoTokenizer, MistralConfig, MistralForCausalLM, PreTrainedTokenizerFast
 
 from animegamer.cli import main
 from animegamer.decoder.diffusion import DiffusionConfig
 from animegamer.decoder.network import decoder_preset
 from animegamer.decoder.pipeline import ShotDecoder
 from animegamer.decoder.sampler import SamplerConfig, guidance_at
-from animegamer.engine.release_engine import load_release_engine, release_text_values
+from animegamer.engine.backbones import HFTokenizer
+from animegamer.engine.release_engine import load_release_engine, release_instruction_ids, release_text_values
 from animegamer.engine.sequence import TurnRecord
 from animegamer.game.api import ServeConfig, create_app
 from animegamer.game.session import Game
@@ -402,6 +404,23 @@ def test_kv_reuse_gives_the_same_states(converted):
     assert again.timings["reused_tokens"] + again.timings["computed_tokens"] == changed.timings["computed_tokens"]
     assert (again.s_a - changed.s_a).abs().max() < 1e-5
     assert (changed.s_a - engine.predict(history, "Qiqi flies", use_cache=False).s_a).abs().max() < 1e-5
+
+
+def test_instruction_is_tokenized_as_the_releases_tokenizer_does():
+    """The release's LlamaTokenizer (legacy=False) puts no "▁" at the start of the text after <TURN>; Mistral's
+    own tokenizer, given the text alone, does. A tiny sentencepiece-style BPE (Mistral's kind) shows both."""
+    tk = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
+    tk.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    tk.train_from_iterator(["Qiqi runs to the beach", "Character: Qiqi; Motion: quickly run; Background: day town."] * 9,
+                           trainers.BpeTrainer(vocab_size=90, special_tokens=["<unk>", "<s>", "</s>"],
+                                               initial_alphabet=["▁"]))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    text = "Qiqi runs to the beach"
+    ours, alone = release_instruction_ids(HFTokenizer(fast), text), HFTokenizer(fast).encode(text)
+    assert "".join(fast.convert_ids_to_tokens(ours)) == "Qiqi▁runs▁to▁the▁beach"
+    assert "".join(fast.convert_ids_to_tokens(alone)) == "▁Qiqi▁runs▁to▁the▁beach" and ours != alone
+    minilm = AutoTokenizer.from_pretrained(minilm_path(), local_files_only=True)  # not sentencepiece-style: as usual
+    assert release_instruction_ids(HFTokenizer(minilm), text) == HFTokenizer(minilm).encode(text)
 
 
 def test_release_text_parse_is_the_releases():

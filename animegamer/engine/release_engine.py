@@ -151,6 +151,18 @@ def turn_key(turn: TurnRecord) -> str:
     return h.hexdigest()
 
 
+def release_instruction_ids(tokenizer: Any, text: str) -> list[int]:
+    """An instruction's ids as the release's tokenizer gives them after ``<TURN>``: its slow LlamaTokenizer
+    (tokenizer_config ``legacy: false``, transformers 4.44) starts a segment that follows an added token with NO
+    "▁", where Mistral's own tokenizer, encoding the text alone, starts it with one ("▁Character"). For a
+    sentencepiece-style BPE tokenizer (Mistral's) that is its BPE model on the text with spaces as "▁" and
+    nothing prepended; any other tokenizer encodes as usual."""
+    backend = getattr(getattr(tokenizer, "tok", None), "backend_tokenizer", None)
+    if backend is None or type(backend.model).__name__ != "BPE" or backend.model.token_to_id("▁") is None:
+        return tokenizer.encode(text)
+    return [t.id for t in backend.model.tokenize(text.replace(" ", "▁"))]
+
+
 def release_text_values(words: list[str]) -> list[int]:
     """The release's parse of its generated state text: words 0, 3, 6, 9 (split on spaces), characters
     [10:-1] of each as an int ("<Strength_3>" -> 3); any failure gives all four zero, silently."""
@@ -253,7 +265,7 @@ class ReleaseEngine(nn.Module):
         N = self.cfg.rep_tokens
         ids, slots = ([self.cfg.bos_token_id] if bos else []), []
         for turn in turns:
-            ids += [self.tok("<TURN>"), *self.tokenizer.encode(turn.instruction)]
+            ids += [self.tok("<TURN>"), *release_instruction_ids(self.tokenizer, turn.instruction)]
             slots += range(len(ids) + 2, len(ids) + 2 + N)  # after <img><frame>
             ids += self.frame_ids()
             values = turn.values()
@@ -261,7 +273,7 @@ class ReleaseEngine(nn.Module):
                 raise ValueError(f"history turn {turn.instruction!r} has unknown state values {values}")
             ids += self.value_tokens(values)
         current = len(ids)
-        ids += [self.tok("<TURN>"), *self.tokenizer.encode(instruction)]
+        ids += [self.tok("<TURN>"), *release_instruction_ids(self.tokenizer, instruction)]
         q0 = len(ids) + 2
         ids += self.frame_ids() + [self.tok("<ML>")]
         return ids, slots, q0, current
