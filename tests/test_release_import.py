@@ -356,6 +356,10 @@ def test_converted_engine_is_the_release_mllm(release, converted):
     if not V0 + 262 <= first <= V0 + 272:
         assert p2.motion_level == 5 and p2.deltas == {"social": 0, "entertainment": 0, "stamina": 0}
     assert p2.decoder_level == (1 if p2.deltas["social"] == 1 else 5)
+    with torch.no_grad():
+        faithful.lm_head.weight.zero_()  # every logit 0: its text is no state text, so the release reads zeros
+    p3 = faithful.predict(history, "Qiqi runs")
+    assert (p3.motion_level, p3.deltas, p3.decoder_level) == (5, {"social": 0, "entertainment": 0, "stamina": 0}, 5)
 
 
 def test_release_sampler_settings(converted):

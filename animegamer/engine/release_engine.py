@@ -377,8 +377,18 @@ class ReleaseEngine(nn.Module):
         cache, L = DynamicCache(), len(ids)
         last, past, words = self._run(x, attention_mask(L), cache)[-1], L, []
         inverse = {v: k for k, v in self.offsets.items()}
+        # its generate() runs AutoVideoTokenGenerationProcessor(num_vid_gen_tokens=100): after <frame> or
+        # <frame_i> the next of <frame> <frame_00000..00099> </frame> is forced; otherwise those (but <frame>)
+        # get the logit 0 (not -inf: they win where every other logit is negative)
+        video = [self.tok("<frame>"), *(self.tok(f"<frame_{i:05d}>") for i in range(100)), self.tok("</frame>")]
+        prev = ids[-1]
         for _ in range(12):
-            nxt = int((last.to(self.lm_head.weight.dtype) @ self.lm_head.weight.T).argmax())
+            scores = (last.to(self.lm_head.weight.dtype) @ self.lm_head.weight.T).float()  # (V,)
+            if prev in video[:-1]:
+                scores[video[video.index(prev) + 1]] = scores.max() + 10.0
+            else:
+                scores[video[1:]] = 0.0
+            nxt = prev = int(scores.argmax())
             if nxt >= self.cfg.base_vocab:
                 words.append(inverse[nxt - self.cfg.base_vocab])
             else:
