@@ -38,7 +38,9 @@ def inputs(b: int = 2, seed: int = 0):
 
 def test_config_names_the_wrong_field():
     with pytest.raises(ValueError, match="frames - 1"):
-        FrameNetConfig(frames=16)
+        FrameNetConfig(frames=16, group=2, channels=(128, 160, 224))
+    with pytest.raises(ValueError, match="cannot read its input"):
+        FrameNetConfig(group=4, channels=(96, 160, 224))
     with pytest.raises(ValueError, match="divisible"):
         FrameNetConfig(height=90)
     assert FrameNetConfig.from_dict(FrameNetConfig().to_dict()) == FrameNetConfig()

@@ -6,9 +6,9 @@ context frames as input channels), so the network only has to draw what changes:
 limbs, the props in the hands. There is no autoencoder: a lossless 4 x 4 space-to-depth stem turns a
 96 x 144 frame into a 24 x 36 grid of 48 channels, so identity is never lost in a round trip.
 
-Time: the 16 frames to draw are packed in groups of ``group`` consecutive frames along the channels
-(as the shot autoencoder packs 4 frames in a latent frame), so the 2D U-Net runs on 4 maps per shot
-instead of 16; an attention over the groups at every level ties them together.
+Time: each frame to draw is one map of the 2D U-Net (``group`` > 1 packs that many consecutive frames in
+one map's channels, fewer maps but a bottleneck: measured in docs/results/framenet.md); an attention over
+the maps of a shot at every level ties them together.
 
 Conditioning:
 * the first frame: its space-to-depth channels concatenated to every group's noisy channels;
@@ -20,7 +20,7 @@ Conditioning:
 
 Measured before writing it (2 threads, AVX-512 without AMX): diffusers' ``UNetSpatioTemporalConditionModel``
 (SVD's U-Net) at its smallest useful widths (64, 128, 256) on this grid is 33 M parameters and 0.69 s a
-forward; this network at (96, 160, 224), 14 M parameters, about 0.15 s.
+forward; this network at (64, 128, 192), one frame a map, 10 M parameters.
 """
 from __future__ import annotations
 
@@ -39,8 +39,11 @@ class FrameNetConfig:
     height: int = 96
     width: int = 144
     stem: int = 4  # space-to-depth factor: 96 x 144 -> 24 x 36
-    group: int = 4  # consecutive frames packed into one map's channels
-    channels: tuple[int, ...] = (96, 160, 224)  # U-Net widths, one per level (each level halves the grid)
+    # consecutive frames packed into one map's channels; 1 = a frame a map. Packing 4 frames (192 values a grid
+    # cell) into a first level of 96 channels kept the GPU-trained net from reading its input
+    # (docs/results/framenet.md): the first level must be wider than group * 3 * stem^2
+    group: int = 1
+    channels: tuple[int, ...] = (64, 128, 192)  # U-Net widths, one per level (each level halves the grid)
     blocks: int = 2  # residual blocks a level
     attention_from: int = 1  # cross-attention to s_a at levels >= this (0 = every level)
     heads: int = 4
@@ -60,6 +63,9 @@ class FrameNetConfig:
             (all(c % self.heads == 0 and c % 8 == 0 for c in self.channels),
              f"channels must be multiples of 8 and of heads ({self.heads}), got {self.channels}"),
             (self.blocks >= 1, f"blocks must be >= 1, got {self.blocks}"),
+            (self.channels[0] > self.group * self.stem_channels,
+             f"the first level ({self.channels[0]} channels) must be wider than the values a grid cell packs "
+             f"(group * 3 * stem^2 = {self.group * self.stem_channels}), or the network cannot read its input"),
             (0 <= self.attention_from < len(self.channels), f"attention_from must be a level index, got "
                                                               f"{self.attention_from}"),
         ]
@@ -91,7 +97,7 @@ class FrameNetConfig:
 
 FRAME_NET_PRESETS: dict[str, dict[str, Any]] = {
     "default": {},
-    "tiny": dict(frames=5, height=16, width=16, stem=2, group=2, channels=(16, 32), blocks=1, heads=2,
+    "tiny": dict(frames=5, height=16, width=16, stem=2, group=1, channels=(16, 32), blocks=1, heads=2,
                  emb_dim=32, cond_dim=16),
 }
 

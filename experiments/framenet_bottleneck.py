@@ -1,0 +1,112 @@
+"""Can FrameNet read its noisy input? Packing designs compared on one protocol (docs/results/framenet.md).
+
+    .venv/bin/python experiments/framenet_bottleneck.py --train runs/data/train400 --test runs/data/w9100 \
+        --steps 150 --out docs/results/framenet/bottleneck.json
+
+Each design trains from scratch for --steps steps (batch 8, the same shots, crops and noise for every design)
+on 48 x 48 crops around each shot's largest change, with the change parametrization (D = first + 0.5 F).
+Graded on held-out crops: the MSE of D(x; sigma) at each sigma, paired per crop against copying the first
+frame. A network that can read its input reaches about sigma^2 at small sigma (the input itself is that
+close); one whose first level is too narrow for the values it packs stays near the copy's error.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from animegamer.decoder.frame_diffusion import EDMConfig, FrameDenoiser
+from animegamer.decoder.frame_net import FrameNet, frame_net_preset
+from animegamer.decoder.pipeline import frames_from_uint8
+from animegamer.training.framenet_data import ActionParts
+from animegamer.world.dataset import WorldDataset
+
+# The packing trained on the GPU (4 frames a map, first level 96: 192 values a cell into 96 channels) is refused
+# by FrameNetConfig since this comparison (its row in docs/results/framenet.md was measured at commit ec9984d+).
+DESIGNS = {
+    "group2_w128": dict(group=2, channels=(128, 160, 224)),  # 96 values into 128
+    "group1_w64": dict(group=1, channels=(64, 128, 192)),  # 48 values into 64 (DIAMOND: a frame a map)
+}
+SIGMAS = (0.05, 0.2, 0.5, 1.0)
+CROP = 48
+
+
+def crops(world: WorldDataset, rows: list[dict], parts: ActionParts) -> dict[str, torch.Tensor]:
+    """Each shot cropped to CROP x CROP around where it changes most, with its s_a and level."""
+    frames, first_full = [], []
+    for r in rows:
+        f = world.frames(r)  # (T, H, W, 3) uint8
+        change = np.abs(f[1:].astype(np.int16) - f[:1]).sum(axis=(0, 3))  # (H, W)
+        k = np.ones(CROP) / CROP
+        score = np.apply_along_axis(lambda v: np.convolve(v, k, "valid"), 1, change)
+        score = np.apply_along_axis(lambda v: np.convolve(v, k, "valid"), 0, score)
+        y, x = np.unravel_index(np.argmax(score), score.shape)
+        frames.append(frames_from_uint8(f[:, y:y + CROP, x:x + CROP]))
+        first_full.append(frames_from_uint8(f[0]))
+    s_a = parts.encode(torch.stack(first_full), [r["motion_text"] for r in rows])
+    return {"frames": torch.stack(frames), "s_a": s_a, "motion_level": torch.tensor([r["motion_level"] for r in rows])}
+
+
+def grade(model: FrameDenoiser, test: dict[str, torch.Tensor]) -> dict[str, list[float]]:
+    fr, n = test["frames"], len(test["frames"])
+    out = {"copy": ((fr[:, :1] - fr[:, 1:]) ** 2).mean(dim=(1, 2, 3, 4)).tolist()}
+    with torch.no_grad():
+        for s in SIGMAS:
+            x = fr[:, 1:] + s * torch.randn(fr[:, 1:].shape, generator=torch.Generator().manual_seed(7))
+            d = model.denoise(x, torch.full((n,), s), fr[:, 0], test["s_a"], test["motion_level"], torch.zeros(n))
+            out[f"sigma_{s}"] = ((d - fr[:, 1:]) ** 2).mean(dim=(1, 2, 3, 4)).tolist()
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--train", required=True)
+    ap.add_argument("--test", required=True)
+    ap.add_argument("--model", default="animegamer/weights/default/shot_decoder")
+    ap.add_argument("--steps", type=int, default=150)
+    ap.add_argument("--shots", type=int, default=400)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    parts = ActionParts(args.model)
+    tw, ew = WorldDataset(args.train), WorldDataset(args.test)
+    train = crops(tw, tw.split_rows("train")[:args.shots], parts)
+    test = crops(ew, ew.rows[::5][:48], parts)
+    results = {}
+    for name, design in DESIGNS.items():
+        torch.manual_seed(0)
+        cfg = frame_net_preset("default", height=CROP, width=CROP, **design)
+        model = FrameDenoiser(FrameNet(cfg), EDMConfig())
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+        g = torch.Generator().manual_seed(1)
+        losses = []
+        for step in range(args.steps):
+            idx = torch.randint(0, len(train["frames"]), (8,), generator=g)
+            torch.manual_seed(1000 + step)  # the same noise draws for every design
+            loss, _ = model({k: v[idx] for k, v in train.items()})
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.detach()))
+        model.eval()
+        graded = grade(model, test)
+        results[name] = {"design": {k: list(v) if isinstance(v, tuple) else v for k, v in design.items()},
+                         "parameters_m": sum(p.numel() for p in model.parameters()) / 1e6,
+                         "last_losses": float(np.mean(losses[-20:])),
+                         **{k: {"mean": float(np.mean(v)), "se": float(np.std(v, ddof=1) / np.sqrt(len(v)))}
+                            for k, v in graded.items()},
+                         "paired_vs_copy": {k: {"mean": float(np.mean(np.subtract(v, graded["copy"]))),
+                                                "se": float(np.std(np.subtract(v, graded["copy"]), ddof=1)
+                                                            / np.sqrt(len(v)))}
+                                            for k, v in graded.items() if k != "copy"}}
+        print(name, json.dumps({k: round(v["mean"], 4) for k, v in results[name].items()
+                                if isinstance(v, dict) and "mean" in v}), flush=True)
+    Path(args.out).write_text(json.dumps({"steps": args.steps, "crop": CROP, "results": results}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
