@@ -69,6 +69,8 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--shots", type=int, default=400)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--designs", nargs="*", default=list(DESIGNS), choices=list(DESIGNS))
+    ap.add_argument("--grade-every", type=int, default=0, help="also grade every N steps (the trend with length)")
     args = ap.parse_args()
     torch.set_num_threads(2)
     parts = ActionParts(args.model)
@@ -76,13 +78,14 @@ def main() -> int:
     train = crops(tw, tw.split_rows("train")[:args.shots], parts)
     test = crops(ew, ew.rows[::5][:48], parts)
     results = {}
-    for name, design in DESIGNS.items():
+    for name in args.designs:
+        design = DESIGNS[name]
         torch.manual_seed(0)
         cfg = frame_net_preset("default", height=CROP, width=CROP, **design)
         model = FrameDenoiser(FrameNet(cfg), EDMConfig())
         opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
         g = torch.Generator().manual_seed(1)
-        losses = []
+        losses, trend = [], {}
         for step in range(args.steps):
             idx = torch.randint(0, len(train["frames"]), (8,), generator=g)
             torch.manual_seed(1000 + step)  # the same noise draws for every design
@@ -91,11 +94,16 @@ def main() -> int:
             loss.backward()
             opt.step()
             losses.append(float(loss.detach()))
+            if args.grade_every and (step + 1) % args.grade_every == 0 and step + 1 < args.steps:
+                model.eval()
+                trend[step + 1] = {k: float(np.mean(v)) for k, v in grade(model, test).items()}
+                print(name, step + 1, json.dumps({k: round(v, 4) for k, v in trend[step + 1].items()}), flush=True)
+                model.train()
         model.eval()
         graded = grade(model, test)
         results[name] = {"design": {k: list(v) if isinstance(v, tuple) else v for k, v in design.items()},
                          "parameters_m": sum(p.numel() for p in model.parameters()) / 1e6,
-                         "last_losses": float(np.mean(losses[-20:])),
+                         "last_losses": float(np.mean(losses[-20:])), "trend": trend,
                          **{k: {"mean": float(np.mean(v)), "se": float(np.std(v, ddof=1) / np.sqrt(len(v)))}
                             for k, v in graded.items()},
                          "paired_vs_copy": {k: {"mean": float(np.mean(np.subtract(v, graded["copy"]))),
