@@ -14,7 +14,7 @@ from animegamer.decoder.frame_diffusion import EDMConfig, FrameDenoiser, FrameSa
 from animegamer.decoder.frame_net import FrameNet, FrameNetConfig, frame_net_preset
 from animegamer.decoder.pipeline import ShotDecoder
 from animegamer.engine.model import save_engine
-from animegamer.evaluation.drawn_shots import new_content
+from animegamer.evaluation.metrics import new_content
 from animegamer.game.session import Game
 from animegamer.game.store import frames_of
 from animegamer.world.dataset import RenderConfig, render_dataset

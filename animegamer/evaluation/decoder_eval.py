@@ -42,7 +42,7 @@ from animegamer.core.runs import resolve_decoder
 from animegamer.decoder.pipeline import ShotDecoder, frames_from_uint8, frames_to_uint8
 from animegamer.decoder.sampler import add_sampler_arguments, sampler_overrides
 from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR, Evaluator, probes
-from animegamer.evaluation.metrics import align_clips, finite_mean, motion_level_from_pixels, pixel_scores
+from animegamer.evaluation.metrics import align_clips, finite_mean, motion_level_from_pixels, new_content, pixel_scores
 from animegamer.evaluation.picture import picture_summary, read_picture
 from animegamer.models.autoencoder import unpack_time
 from animegamer.models.frame_classifier import FrameClassifier
@@ -65,7 +65,8 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
     out: dict[str, list[float]] = {k: [] for k in ("clip_i", "character", "place", "action", "action_truth",
                                                     "action_autoencoder", "acc_f",
                                                     "acc_f_wrong_level", "psnr", "ssim", "ms_ssim",
-                                                    "latent_rms", "latent_frame_sigma")}
+                                                    "latent_rms", "latent_frame_sigma", "new_content",
+                                                    "new_content_truth")}
     kept: list[tuple[dict[str, Any], np.ndarray]] = []
     decoded_levels = [0] * 5  # how often each level is measured on the decoded pixels (all 1 = nothing moves)
     confusion = [[0] * 5 for _ in range(5)]  # [true level - 1][level measured on the decoded pixels - 1]
@@ -105,6 +106,9 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
         decoded_levels[measured - 1] += 1
         confusion[level - 1][measured - 1] += 1
         out["acc_f"].append(float(measured == level))
+        if (nc := new_content(gen)) is not None:  # what frame 0 moved along the flow cannot explain
+            out["new_content"].append(nc)
+            out["new_content_truth"].append(new_content(true))
         by_level[level]["acc_f"].append(float(measured == level))
         out["acc_f_wrong_level"].append(float(motion_level_from_pixels(wrong, quant)[0] == level))
         for k, v in pixel_scores(*align_clips(gen, true)).items():

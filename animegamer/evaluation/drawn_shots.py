@@ -18,7 +18,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import cv2
 import numpy as np
 import torch
 from tqdm.auto import tqdm
@@ -28,7 +27,7 @@ from animegamer.core.runs import resolve_decoder
 from animegamer.decoder.frame_diffusion import FrameDenoiser, FrameSamplerConfig, sample_frames
 from animegamer.decoder.pipeline import ShotDecoder, frames_from_uint8, frames_to_uint8
 from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR, Evaluator
-from animegamer.evaluation.metrics import motion_level_from_pixels
+from animegamer.evaluation.metrics import motion_level_from_pixels, new_content
 from animegamer.evaluation.picture import read_picture
 from animegamer.training.framenet_data import ActionParts
 from animegamer.training.phase_framenet import SHIPPED
@@ -36,27 +35,7 @@ from animegamer.world.dataset import WorldDataset
 from animegamer.world.flow import MotionQuantizer
 from animegamer.world.preview import save_png, shot_strip, stack_strips
 
-NEW_CONTENT_THRESHOLD = 60  # of 255, in any channel
-_DIS = cv2.DISOpticalFlow_create(cv2.DISOPTICAL_FLOW_PRESET_MEDIUM)
-
 Draw = Callable[[np.ndarray, torch.Tensor, int, int], np.ndarray]  # (first frame, s_a, level, seed) -> shot
-
-
-def new_content(frames: np.ndarray, threshold: int = NEW_CONTENT_THRESHOLD) -> float:
-    """uint8 (T, H, W, 3) -> for t = 2, 4, ..., T-1: frame 0 warped onto frame t along DIS optical flow
-    (medium preset, computed from t to 0, bilinear, border replicated), the share of pixels still off by
-    more than ``threshold`` in any channel; the mean over t. A picture moved along a flow scores near 0."""
-    grey = [cv2.cvtColor(np.ascontiguousarray(f), cv2.COLOR_RGB2GRAY) for f in frames]
-    h, w = grey[0].shape
-    gx, gy = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
-    shares = []
-    for t in range(2, len(frames), 2):
-        flow = _DIS.calc(grey[t], grey[0], None)  # (H, W, 2): where each pixel of frame t is in frame 0
-        warped = cv2.remap(frames[0], gx + flow[..., 0], gy + flow[..., 1], cv2.INTER_LINEAR,
-                           borderMode=cv2.BORDER_REPLICATE)
-        off = np.abs(warped.astype(np.int16) - frames[t].astype(np.int16)).max(axis=-1) > threshold
-        shares.append(float(off.mean()))
-    return float(np.mean(shares))
 
 
 def framenet_draw(denoiser: FrameDenoiser, sampler: FrameSamplerConfig) -> Draw:

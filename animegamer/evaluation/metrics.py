@@ -107,3 +107,27 @@ def finite_mean(values: list) -> float | None:
     """Mean of the values that are numbers (None and NaN skipped); None if there are none."""
     xs = [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
     return float(np.mean(xs)) if xs else None
+
+
+NEW_CONTENT_THRESHOLD = 60  # of 255, in any channel
+_DIS = cv2.DISOpticalFlow_create(cv2.DISOPTICAL_FLOW_PRESET_MEDIUM)
+
+
+def new_content(frames: np.ndarray, threshold: int = NEW_CONTENT_THRESHOLD) -> float | None:
+    """uint8 (T, H, W, 3) -> for t = 2, 4, ..., T-1: frame 0 warped onto frame t along DIS optical flow
+    (medium preset, computed from t to 0, bilinear, border replicated), the share of pixels still off by
+    more than ``threshold`` in any channel; the mean over t. A picture moved along a flow scores near 0.
+    None for shots DIS cannot read (under 3 frames, or frames under 12 pixels a side)."""
+    if len(frames) < 3 or min(frames.shape[1:3]) < 12:
+        return None
+    grey = [cv2.cvtColor(np.ascontiguousarray(f), cv2.COLOR_RGB2GRAY) for f in frames]
+    h, w = grey[0].shape
+    gx, gy = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
+    shares = []
+    for t in range(2, len(frames), 2):
+        flow = _DIS.calc(grey[t], grey[0], None)  # (H, W, 2): where each pixel of frame t is in frame 0
+        warped = cv2.remap(frames[0], gx + flow[..., 0], gy + flow[..., 1], cv2.INTER_LINEAR,
+                           borderMode=cv2.BORDER_REPLICATE)
+        off = np.abs(warped.astype(np.int16) - frames[t].astype(np.int16)).max(axis=-1) > threshold
+        shares.append(float(off.mean()))
+    return float(np.mean(shares))

@@ -44,6 +44,8 @@ MAIN_COLUMNS = (
     ("place_id", "place id", +1, "{:.3f}"),
     ("time_id", "time id", +1, "{:.3f}"),
     ("sharpness", "sharpness vs truth", +1, "{:.3f}"),
+    # what frame 0 moved along optical flow cannot explain (issue 44): a slid picture ~0; compare with the truth's
+    ("new_content", "new content", 0, "{:.3f}"),
     ("fd", "FD", -1, "{:.1f}"),
     ("sec", "s/turn", -1, "{:.2f}"),
 )

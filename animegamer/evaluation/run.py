@@ -46,6 +46,7 @@ from animegamer.evaluation.metrics import (
     align_clips,
     mean_abs_error,
     motion_level_from_pixels,
+    new_content,
     pixel_scores,
 )
 from animegamer.evaluation.picture import read_picture
@@ -138,7 +139,8 @@ class Scorer:
         g, t = align_clips(gen, true)
         level, mag = motion_level_from_pixels(gen, self.quantizer)
         m: dict[str, Any] = {**pixel_scores(g, t), "ml_pixels": level, "flow": mag,
-                             "acc_f_pixels": float(level == int(row["motion_level"]))}
+                             "acc_f_pixels": float(level == int(row["motion_level"])),
+                             "new_content": new_content(gen)}
         ctx: dict[str, Any] = {"place": row["place"], "props": list(row.get("props") or [])}
         continued = (prev is not None and not row.get("place_changed", True) and prev["place"] == row["place"]
                      and prev["props"] == ctx["props"])
