@@ -3,7 +3,7 @@ between the two (by default the level the decoded pixels read), first / middle /
 side by side, and the true shot.
 
     .venv/bin/python experiments/motion_control_sheet.py EVAL_DIR --base animegamer --system mc3 \
-        --out docs/motion_control_contact_sheet.jpg [--turns 12] [--by anchor]
+        --out docs/images/motion_control_contact_sheet.jpg [--turns 12] [--by anchor]
 
 Rows are labelled with the engine's level and the level (and flow) the pixels read for each system; with
 ``--by anchor`` (the turns drawn from another kind of anchor) with the true verb and whether the
