@@ -25,7 +25,7 @@ forward; this network at (64, 128, 192), one frame a map, 10 M parameters.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import torch

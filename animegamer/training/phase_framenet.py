@@ -20,7 +20,7 @@ import torch
 
 from animegamer.core.runs import resolve_decoder
 from animegamer.decoder.frame_diffusion import EDMConfig, FrameDenoiser
-from animegamer.decoder.frame_net import FRAME_NET_PRESETS, FrameNet, frame_net_preset
+from animegamer.decoder.frame_net import FrameNet, frame_net_preset
 from animegamer.training.arguments import add_train_arguments, train_config_from_args
 from animegamer.training.framenet_data import (
     TEXT_TABLE,
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
                                           width=shots.frames.shape[3], cond_dim=s_a.shape[-1])
         module = FrameDenoiser(FrameNet(net_cfg), EDMConfig())
     n = sum(p.numel() for p in module.parameters())
-    print(f"[framenet] {n / 1e6:.2f} M parameters, presets {sorted(FRAME_NET_PRESETS)}")
+    print(f"[framenet] {n / 1e6:.2f} M parameters")
     result = train(module, FrameShots(shots, s_a), collate, cfg, args.out, resume=args.resume)
     print(f"[framenet] step {result['step']}, loss {result['loss']}, final weights in {result['final_dir']}")
     return 0
