@@ -72,6 +72,17 @@ def frames_from_uint8(frames: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(frames)).movedim(-1, -3).float().div(127.5).sub(1.0)
 
 
+@torch.no_grad()
+def draw_with_framenet(framenet: FrameDenoiser, sources: list[np.ndarray], s_a: torch.Tensor, levels: torch.Tensor,
+                       generator: torch.Generator | None = None) -> np.ndarray:
+    """Each shot's first frame (uint8 H x W x 3), s_a (B, N, D), levels (B,) -> uint8 (B, T, H, W, 3): the first
+    frame as given, every later frame FrameNet's, drawn with its own sampler settings."""
+    dev = next(framenet.parameters()).device
+    first = torch.stack([frames_from_uint8(x) for x in sources]).to(dev)  # (B, 3, H, W)
+    rest = sample_frames(framenet, first, s_a.to(dev, torch.float32), levels.to(dev), framenet.sampler, generator)
+    return np.concatenate([np.stack(sources)[:, None], frames_to_uint8(rest)], axis=1)
+
+
 class ShotDecoder(nn.Module):
     def __init__(self, net: DecoderNet, autoencoder: nn.Module, diffusion: DiffusionConfig | None = None,
                  sampler: SamplerConfig | None = None, anchors: VisualAnchors | None = None,
@@ -196,9 +207,7 @@ class ShotDecoder(nn.Module):
         levels = self._motion(motion_level, s_a.shape[0])
         if levels is None:
             raise ValueError("FrameNet draws for a motion level: this decoder has none")
-        first = torch.stack([frames_from_uint8(x) for x in sources]).to(self.device)  # (B, 3, H, W)
-        rest = sample_frames(fn, first, s_a.to(self.device, torch.float32), levels, fn.sampler, generator)
-        return np.concatenate([np.stack(sources)[:, None], frames_to_uint8(rest)], axis=1)  # (B, T, H, W, 3)
+        return draw_with_framenet(fn, sources, s_a, levels, generator)
 
     @torch.no_grad()
     def move_pictures(self, s_a: torch.Tensor, motion_level: int | torch.Tensor | None,

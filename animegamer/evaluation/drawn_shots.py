@@ -24,8 +24,8 @@ from tqdm.auto import tqdm
 
 from animegamer.core.checkpoint import save_json_atomic
 from animegamer.core.runs import resolve_decoder
-from animegamer.decoder.frame_diffusion import FrameDenoiser, FrameSamplerConfig, sample_frames
-from animegamer.decoder.pipeline import ShotDecoder, frames_from_uint8, frames_to_uint8
+from animegamer.decoder.frame_diffusion import FrameDenoiser, FrameSamplerConfig
+from animegamer.decoder.pipeline import ShotDecoder, draw_with_framenet, frames_from_uint8
 from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR, Evaluator
 from animegamer.evaluation.metrics import motion_level_from_pixels, new_content
 from animegamer.evaluation.picture import read_picture
@@ -39,11 +39,11 @@ Draw = Callable[[np.ndarray, torch.Tensor, int, int], np.ndarray]  # (first fram
 
 
 def framenet_draw(denoiser: FrameDenoiser, sampler: FrameSamplerConfig) -> Draw:
+    denoiser.sampler = sampler
+
     def draw(first: np.ndarray, s_a: torch.Tensor, level: int, seed: int) -> np.ndarray:
-        x0 = frames_from_uint8(first)[None]  # (1, 3, H, W)
-        rest = sample_frames(denoiser, x0, s_a[None].float(), torch.tensor([level]), sampler,
-                             torch.Generator().manual_seed(seed))  # (1, T-1, 3, H, W)
-        return np.concatenate([first[None], frames_to_uint8(rest)[0]])  # (T, H, W, 3)
+        return draw_with_framenet(denoiser, [first], s_a[None], torch.tensor([level]),
+                                  torch.Generator().manual_seed(seed))[0]
     return draw
 
 

@@ -11,6 +11,7 @@ than DreamSim about small shifts and blind to semantics.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import cv2
@@ -110,7 +111,12 @@ def finite_mean(values: list) -> float | None:
 
 
 NEW_CONTENT_THRESHOLD = 60  # of 255, in any channel
-_DIS = cv2.DISOpticalFlow_create(cv2.DISOPTICAL_FLOW_PRESET_MEDIUM)
+
+
+@functools.lru_cache(maxsize=1)
+def _dis_medium() -> cv2.DISOpticalFlow:
+    """One reusable DIS of the medium preset a process (issue 44's definition; world/flow.py reads levels with FAST)."""
+    return cv2.DISOpticalFlow_create(cv2.DISOPTICAL_FLOW_PRESET_MEDIUM)
 
 
 def new_content(frames: np.ndarray, threshold: int = NEW_CONTENT_THRESHOLD) -> float | None:
@@ -125,7 +131,7 @@ def new_content(frames: np.ndarray, threshold: int = NEW_CONTENT_THRESHOLD) -> f
     gx, gy = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
     shares = []
     for t in range(2, len(frames), 2):
-        flow = _DIS.calc(grey[t], grey[0], None)  # (H, W, 2): where each pixel of frame t is in frame 0
+        flow = _dis_medium().calc(grey[t], grey[0], None)  # (H, W, 2): where each pixel of frame t is in frame 0
         warped = cv2.remap(frames[0], gx + flow[..., 0], gy + flow[..., 1], cv2.INTER_LINEAR,
                            borderMode=cv2.BORDER_REPLICATE)
         off = np.abs(warped.astype(np.int16) - frames[t].astype(np.int16)).max(axis=-1) > threshold
