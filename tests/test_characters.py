@@ -12,11 +12,19 @@ from tiny_game import CAST
 
 from animegamer.cli import main
 from animegamer.decoder.anchors import Anchor
-from animegamer.game.characters import BOOK_NAME, CharacterBook, CharacterError, cut_out, from_description, read_picture
+from animegamer.decoder.stage import Sprite
+from animegamer.game.characters import (
+    BOOK_NAME,
+    UNFITTED_HEIGHT,
+    CharacterBook,
+    CharacterError,
+    cut_out,
+    from_description,
+    read_picture,
+)
 from animegamer.game.session import Game, GameInputError
 from animegamer.game.web import build_app
 from animegamer.world.character_gen import random_character, reference_sheet
-from animegamer.world.shot import render_action, render_cutout
 
 torch.set_num_threads(1)
 NEKO = "a girl with short green hair in a red hoodie, with a scarf"
@@ -43,7 +51,7 @@ def test_add_play_reopen_remove(models, tmp_path):
     assert game.characters.reference_path("Neko").is_file()
     session = game.new_session(["Neko", "Qiqi"], seed=2)
     t1 = session.step("Neko waves at Qiqi")
-    assert t1.anchor == "custom" and t1.frames.shape == (5, 8, 8, 3)
+    assert t1.anchor == "composed" and t1.frames.shape == (5, 8, 8, 3)
     again = Game.from_models(*models, store=tmp_path / "saves", cast=CAST)  # a restart: Neko is still there
     assert "Neko" in again.cast and again.custom["Neko"].spec == made.spec
     reopened = again.open_session(session.id)
@@ -54,34 +62,32 @@ def test_add_play_reopen_remove(models, tmp_path):
 
 
 def test_two_characters_of_your_own_in_one_shot(models, tmp_path):
-    """Two custom characters (or one and one of the world's) named in a turn stand together in the frame the
-    shot is drawn from; a picture-based one stands alone."""
+    """Characters named in a turn (the player's own and the world's) stand together, left to right as named, in
+    a stored picture of the place: the stage's composition of their cut-outs (the player's cut out of the
+    reference sheet drawn when they were added), resized to the decoder's frames."""
     game = Game.from_models(*models, store=tmp_path / "saves", cast=CAST)
     game.add_character("Neko", NEKO)
     game.add_character("Taro", "a boy with spiky blue hair in a yellow jacket")
+    stage = game.decoder.stage
     s_a = torch.zeros(game.decoder.config.n_tokens, game.decoder.config.d_cond)
     h, w = game.decoder.frame_size
-    size = {"height": max(h, 48), "width": max(w, 72)}
+    sheet = np.asarray(Image.open(game.characters.reference_path("Neko")).convert("RGB"))
+    neko, height = game.characters.cutout("Neko")
+    assert np.array_equal(neko, cut_out(sheet)) and 1.0 < height < 1.4  # head to toe, and the hair
     for named in (["Neko", "Taro"], ["Neko", "Qiqi"]):
-        drawn, anchor = game.custom_anchor(s_a, named, None)
-        extra = {c: game.custom[c].spec for c in named if c in game.custom}
-        both = render_action(tuple(named), "play_with", "", "meadow", "day", extra_cast=extra, **size)[0]
-        alone = render_action(("Neko",), "wave", "", "meadow", "day", extra_cast=extra, **size)[0]
-        frame = cv2.resize(both, (w, h), interpolation=cv2.INTER_AREA)
-        assert anchor.source == "custom" and torch.allclose(drawn, game.decoder.draw_from_frame(s_a, frame))
-        assert not torch.allclose(drawn, game.decoder.draw_from_frame(s_a, cv2.resize(alone, (w, h),
-                                                                                      interpolation=cv2.INTER_AREA)))
+        drawn, anchor = game.composed_anchor(s_a, named, None)
+        sprites = [Sprite(*game.characters.cutout(c)) if c in game.custom else stage.sprites[c] for c in named]
+        frame = cv2.resize(stage.compose("meadow", "day", sprites), (w, h), interpolation=cv2.INTER_AREA)
+        assert anchor.source == "composed" and anchor.scene == ("meadow", "day")
+        assert np.array_equal(anchor.frame, frame) and torch.allclose(drawn, game.decoder.draw_from_frame(s_a, frame))
+    big = stage.compose("meadow", "day", [Sprite(*game.characters.cutout("Neko")), stage.sprites["Qiqi"]])
+    swapped = stage.compose("meadow", "day", [stage.sprites["Qiqi"], Sprite(*game.characters.cutout("Neko"))])
+    assert not np.array_equal(big, swapped)  # left to right as named
+    # in the place the chosen anchor names (the engine's prediction, read by the bank), not a default
+    read = Anchor(s_a[game.decoder.config.n_text:], "retrieved", None, None, None, "sit", ("beach", "night"))
+    assert game.composed_anchor(s_a, ["Neko"], read)[1].scene == ("beach", "night")
     turn = game.new_session(["Neko", "Taro"], seed=3).step("Neko talks with Taro")
-    assert turn.anchor == "custom"
-    # in the pose of the verb the bank read the engine's motion as (a pair's verb for two, one's for one)
-    extra = {c: game.custom[c].spec for c in ("Neko", "Taro")}
-    for named, verb, shown in ((["Neko"], "sit", "sit"), (["Neko"], "hug", "wave"), (["Neko", "Taro"], "hug", "hug"),
-                               (["Neko", "Taro"], "sit", "play_with")):
-        read = Anchor(s_a[game.decoder.config.n_text:], "retrieved", None, None, None, verb)
-        drawn, _ = game.custom_anchor(s_a, named, read)
-        want = render_action(tuple(named), shown, "", "meadow", "day", extra_cast=extra, **size)[0]
-        assert torch.allclose(drawn, game.decoder.draw_from_frame(s_a, cv2.resize(want, (w, h),
-                                                                                  interpolation=cv2.INTER_AREA)))
+    assert turn.anchor == "composed"
 
 
 @pytest.mark.parametrize("name,description,match", [
@@ -144,7 +150,7 @@ def test_a_character_from_a_picture(models, tmp_path):
     reference = np.asarray(Image.open(game.characters.reference_path("Momo")).convert("RGB"))
     assert np.array_equal(reference, reference_sheet(made.spec, 256))  # the sheet shown is what the world draws
     turn = game.new_session(["Momo"], seed=4).step("Momo waves")
-    assert turn.anchor == "custom"
+    assert turn.anchor == "composed"
     both = game.add_character("Lulu", "a boy with a red scarf", image=sheet)  # the words change what they name
     assert both.posed and both.spec.pronoun == "he" and both.spec.hair_style == made.spec.hair_style
     assert {a.type for a in both.spec.accessories} == {a.type for a in made.spec.accessories} | {"scarf"}
@@ -165,10 +171,9 @@ def test_a_picture_character_from_before_fitting_still_stands_as_its_cut_out(mod
     path.write_text(json.dumps(book))
     old = Game.from_models(*models, store=tmp_path / "saves", cast=CAST)
     assert not old.custom["Momo"].posed
-    assert old.new_session(["Momo"], seed=4).step("Momo waves").anchor == "custom"
-    frame = render_cutout(cut_out(read_picture(sheet)), "meadow", "day")
-    plain = render_cutout(np.zeros((4, 4, 4), np.uint8), "meadow", "day")
-    assert frame.shape == (96, 144, 3) and (np.abs(frame.astype(int) - plain).sum(-1) > 30).mean() > 0.02
+    assert old.new_session(["Momo"], seed=4).step("Momo waves").anchor == "composed"
+    sprite, height = old.characters.cutout("Momo")  # the player's own cut-out, stood as a character of usual height
+    assert np.array_equal(sprite, cut_out(read_picture(sheet))) and height == UNFITTED_HEIGHT
 
 
 @pytest.mark.parametrize("make,match", [

@@ -8,7 +8,7 @@ from tiny_game import tiny_models
 
 from animegamer.engine.model import save_engine
 from animegamer.evaluation.bench.game import SCRIPT
-from animegamer.evaluation.bench.long_session import bench_long_session, decoded_turns, format_long, summarise
+from animegamer.evaluation.bench.long_session import bench_long_session, decoded_turns, drift, format_long, summarise
 from animegamer.game.session import Game
 
 torch.set_num_threads(1)
@@ -62,3 +62,17 @@ def test_summary_flags():
     rows = [dict(r, turn_s=1.0, peak_rss_mb=1000.0) for r in rows]
     s = summarise(rows, 10)
     assert s["time_flat"] and s["memory_flat"] and s["rss_growth_mb"] == pytest.approx(20.0)
+
+
+def test_drift_in_one_place(model_dir):
+    """--drift: the one-place script, every shot graded; the last turns must keep 0.95 of the first's."""
+    result = bench_long_session(model_dir, turns=9, edge=4, progress=False, grade_drift=True)
+    rows, d = result["per_turn"], result["summary"]["drift"]
+    assert all({"qiqi", "sharpness", "place", "first_frame"} <= set(r) for r in rows)
+    assert d["qiqi_first"] == pytest.approx(sum(r["qiqi"] for r in rows[:4]) / 4)
+    assert d["sharpness_last"] == pytest.approx(sum(r["sharpness"] for r in rows[-4:]) / 4)
+    assert "drift, one place" in format_long(result)
+    steady = [{"qiqi": 1.0, "sharpness": 100.0}] * 10 + [{"qiqi": 1.0, "sharpness": 96.0}] * 10
+    assert drift(steady, 10)["kept"] and drift(steady, 10)["sharpness_ratio"] == pytest.approx(0.96)
+    blurring = steady[:10] + [{"qiqi": 0.9, "sharpness": 60.0}] * 10
+    assert not drift(blurring, 10)["kept"]

@@ -62,3 +62,26 @@ def test_shipped_evaluator_names_who_where_and_when_in_true_shots():
         right["place"] += seen["place"] == place
         right["time"] += seen["time"] == time
     assert all(n >= len(cases) - 1 for n in right.values()), right
+
+
+def test_shipped_model_stands_any_cast_in_any_place_without_the_renderer(tmp_path, monkeypatch):
+    """Three characters (never filmed together) and a player's own character beside one of the cast: the first
+    frame is composed from the stage's picture of the place and their cut-outs, with the world renderer
+    raising throughout play; the evaluator's frame classifier finds all three there."""
+    from tiny_game import forbid_world_renderer
+
+    from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR
+    from animegamer.models.frame_classifier import FrameClassifier
+
+    game = Game.load(store=tmp_path / "saves")
+    game.add_character("Neko", "a girl with short green hair in a red hoodie, with a scarf")
+    forbid_world_renderer(monkeypatch)
+    three = game.new_session(["Mika", "Sora", "Kaito"], seed=1).step(
+        "Character: Mika, Sora, Kaito; Motion: talk; Background: day bedroom.")
+    assert three.anchor == "composed"
+    clf = FrameClassifier.from_pretrained(FrameClassifier.find(DEFAULT_EVALUATOR))
+    seen = clf.read_shot(three.frames, 3)
+    assert seen["characters"] == ["Kaito", "Mika", "Sora"] and seen["place"] == "bedroom" and seen["time"] == "day"
+    own = game.new_session(["Neko", "Qiqi"], seed=1).step("Neko waves at Qiqi in the meadow")
+    assert own.anchor == "composed" and own.frames.shape == (17, 96, 144, 3)
+    assert clf.read_shot(own.frames, 1)["place"] == "meadow"

@@ -203,6 +203,7 @@ class Anchor:
     entry: int | None = None  # the bank entry, for a retrieved anchor
     frame: np.ndarray | None = None  # the picture the tokens are (uint8 H x W x 3), where it is known
     verb: str | None = None  # the verb the engine's motion tokens were read as (``by_action``), else None
+    scene: tuple[str, str] | None = None  # the (place, time) retrieval named (``scene_classes``), else None
 
 
 class VisualAnchors(nn.Module):
@@ -470,7 +471,7 @@ class VisualAnchors(nn.Module):
         candidates = self.candidates(characters, scene)
         acting = [i for i in candidates if verb is not None and self.entries[i].get("motion") == verb]
         pick = self._draw(predicted, acting or candidates, encoder, generator)
-        return Anchor(self.tokens(pick, encoder.visual), "retrieved", distance, pick, self.frame(pick), verb)
+        return Anchor(self.tokens(pick, encoder.visual), "retrieved", distance, pick, self.frame(pick), verb, scene)
 
     @torch.no_grad()
     def entry_of(self, tokens: torch.Tensor, encoder: ActionEncoder) -> int | None:

@@ -17,6 +17,8 @@ directory:
     framenet/                      optional: FrameNet (decoder/frame_net.py), which draws every frame of a
                                    shot after its first; where present it draws every shot that has a first
                                    frame (an anchor's picture, or the last frame shown when the scene continues)
+    stage/                         optional: place pictures and the cast's cut-outs (decoder/stage.py) from
+                                   which the game composes a first frame no stored shot shows
 written under a temporary name and renamed in one step. Version 1 (sampler settings inside the
 diffusion config) still loads.
 """
@@ -49,6 +51,7 @@ from animegamer.decoder.motion_control import control_motion, steer
 from animegamer.decoder.network import DecoderConfig, DecoderNet
 from animegamer.decoder.sampler import SamplerConfig, sample
 from animegamer.decoder.source_detail import transfer_details
+from animegamer.decoder.stage import Stage
 from animegamer.representation.reference_encoder import LatentReference
 
 FORMAT = "animegamer-shot-decoder"
@@ -59,6 +62,7 @@ AUTOENCODER_DIR = "autoencoder"
 ANCHORS_DIR = "anchors"
 MOTION_DIR = "motion"
 FRAMENET_DIR = "framenet"
+STAGE_DIR = "stage"
 
 
 def frames_to_uint8(frames: torch.Tensor) -> np.ndarray:
@@ -86,7 +90,8 @@ def draw_with_framenet(framenet: FrameDenoiser, sources: list[np.ndarray], s_a: 
 class ShotDecoder(nn.Module):
     def __init__(self, net: DecoderNet, autoencoder: nn.Module, diffusion: DiffusionConfig | None = None,
                  sampler: SamplerConfig | None = None, anchors: VisualAnchors | None = None,
-                 motion: FlowMotion | None = None, framenet: FrameDenoiser | None = None) -> None:
+                 motion: FlowMotion | None = None, framenet: FrameDenoiser | None = None,
+                 stage: Stage | None = None) -> None:
         super().__init__()
         self.net = net
         self.autoencoder = autoencoder
@@ -95,6 +100,7 @@ class ShotDecoder(nn.Module):
         self.anchors = anchors
         self.motion = motion
         self.framenet = framenet
+        self.stage = stage
         self.eval()
 
     @property
@@ -339,6 +345,8 @@ class ShotDecoder(nn.Module):
                 self.motion.save_pretrained(tmp / MOTION_DIR, dtype=dtype, base=self.net)
             if self.framenet is not None:
                 self.framenet.save_pretrained(tmp / FRAMENET_DIR, dtype=dtype)
+            if self.stage is not None:
+                self.stage.save_pretrained(tmp / STAGE_DIR)
             save_json_atomic(meta, tmp / CONFIG_NAME)
         return Path(directory)
 
@@ -363,8 +371,9 @@ class ShotDecoder(nn.Module):
                   if (directory / MOTION_DIR).is_dir() else None)
         framenet = (FrameDenoiser.from_pretrained(directory / FRAMENET_DIR)
                     if (directory / FRAMENET_DIR).is_dir() else None)
+        stage = Stage.from_pretrained(directory / STAGE_DIR) if (directory / STAGE_DIR).is_dir() else None
         return cls(net, ae, DiffusionConfig.from_dict(meta["diffusion"]), SamplerConfig.from_dict(meta["sampler"]),
-                   anchors, motion, framenet).to(device)
+                   anchors, motion, framenet, stage).to(device)
 
 
 # version 1 kept the sampler's settings in the diffusion config, under these names

@@ -12,7 +12,7 @@ import torch
 from animegamer.core.atomic_io import write_json
 from animegamer.core.devices import add_device_arguments
 from animegamer.engine import evaluate as engine_evaluate
-from animegamer.evaluation import decoder_eval, drawn_shots, level_calibration
+from animegamer.evaluation import cast_prompts, decoder_eval, drawn_shots, level_calibration
 from animegamer.evaluation.bench import decoder as bench_decoder
 from animegamer.evaluation.bench import engine as bench_engine
 from animegamer.evaluation.bench import ingest as bench_ingest
@@ -25,6 +25,7 @@ from animegamer.evaluation.run import DEFAULT_SEED, parse_ablation, run_eval
 def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = None) -> None:
     decoder_eval.add_parser(subparsers)
     drawn_shots.add_parser(subparsers)
+    cast_prompts.add_parser(subparsers)
     level_calibration.add_parser(subparsers)
     ev = subparsers.add_parser(
         "eval", help="play held-out world sessions through the game and grade them (the paper's table)",

@@ -63,6 +63,10 @@ EXTRA_COLUMNS = (
 UNIT_KEYS = ("clip_i", "ssim", "ms_ssim", "clip_t", "acc_f_pixels", "acc_f_engine", "char_acc", "place_acc",
              "action_acc", "prop_keep", "char_id", "place_id", "time_id")
 
+# first frames that are a stored training picture: retrieved from the bank, or a scene that goes on from the
+# picture its previous turn started from ("composed" is a place's picture with the characters' cut-outs)
+STORED_SOURCES = ("retrieved", "reposed", "continued")
+
 NOT_RUN = {
     "GC (text-only context)": "a text-only engine (it predicts the caption's text features) and a caption-conditioned "
                               "decoder with no visual reference: `experiments/train_gc_baseline.sh` trains one; pass "
@@ -91,6 +95,10 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         rs = [r for r in rows if r["turn"] == t]
         per_turn[str(t)] = {k: finite_mean([r.get(k) for r in rs]) for k in ("clip_i", "ssim", "clip_t", "psnr")}
     out["per_turn"] = per_turn
+    sources = [r["anchor"] for r in rows if r.get("anchor")]
+    if sources:  # where each shot's first frame came from (decoder/anchors.py, decoder/stage.py)
+        out["first_frame"] = {s: sources.count(s) / len(sources) for s in sorted(set(sources))}
+        out["first_frame_stored"] = sum(sources.count(s) for s in STORED_SOURCES) / len(sources)
     return out
 
 
@@ -177,6 +185,15 @@ def markdown(report: dict[str, Any]) -> str:
     for warn in report.get("warnings", []):
         lines.append(f"\n**Warning:** {warn}")
     lines += ["", "## More columns", "", _table(report["summary"], EXTRA_COLUMNS), ""]
+    froms = {n: summ for n, summ in report["summary"].items() if summ.get("first_frame")}
+    if froms:
+        lines += ["## Where each shot's first frame came from", "",
+                  "retrieved / continued: a stored training picture (the bank's, or the one the scene started "
+                  "from); composed: a stored picture of the place with the characters' cut-outs (decoder/stage.py); "
+                  "engine: none (the engine's visual tokens).", ""]
+        lines += [f"- **{n}**: stored training picture {summ['first_frame_stored']:.2f} ("
+                  + ", ".join(f"{k} {v:.2f}" for k, v in summ["first_frame"].items()) + ")" for n, summ in froms.items()]
+        lines.append("")
     lines += [f"Plots: `{report['files']['plot']}`; generated turns beside the ground truth: "
               f"`{report['files']['contact_sheet']}`.", ""]
     return "\n".join(lines)

@@ -14,10 +14,11 @@ is refused with an example. A picture (the character alone on a plain background
 style) is cut out and fitted: the generator's parameters that redraw it best (`world/character_fit.py`),
 so the world can draw the character in any pose, as a described one.
 
-In play (``GameSession.step``), a turn that names a custom character is drawn from a frame of that
-character rendered by the world into the place and time of the nearest anchor of the bank
-(`decoder/anchors.py`): the decoder animates the character from one picture, no training.
-docs/results/custom_characters.md measures how well: unseen characters are recognised at 3x chance.
+The reference sheet is drawn once, when the character is added. In play (``GameSession.step``), a turn that
+names a custom character is drawn from a composed first frame (`decoder/stage.py`): the character cut out of
+its reference sheet, standing in a stored picture of the place the engine's prediction names, beside the other
+characters the turn names; the decoder animates it from that picture, no training. The world's renderer
+never runs during play. docs/results/custom_characters.md measures how well (when the world drew the frame).
 """
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ from animegamer.game.text import MAX_DESCRIPTION_CHARS, describe_characters, uns
 from animegamer.world.cast import ACCESSORY_TYPES, CharacterSpec, parse_cast
 from animegamer.world.character_fit import CLOSE_FIT, fit_character
 from animegamer.world.character_gen import character_entry, describe, random_character, reference_sheet
+from animegamer.world.stage_art import portrait_standing_px
 
 MAX_NAME = 40
 BOOK_NAME = "characters.json"
@@ -63,6 +65,7 @@ EXAMPLE = "a girl with short green hair in a red hoodie, with a scarf"
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9 '\-]*")  # fullmatch
 ENTRY_KEYS = ("description", "entry", "understood", "created_at", "picture", "fit")  # a book entry, as stored
 MAX_UNDERSTOOD = 64  # phrases of what was understood that an entry from elsewhere may carry
+UNFITTED_HEIGHT = 1.15  # a cut-out of unknown scale stands as tall as a usual character with its hair
 
 
 class CharacterError(ValueError):
@@ -250,6 +253,19 @@ class CharacterBook:
         write_json(self._book_path(), book)
         return CustomCharacter(name, description, spec, understood, made,
                                self.sprite_path(name) if sprite is not None else None, fitted)
+
+    def cutout(self, name: str) -> tuple[np.ndarray, float]:
+        """The character as the game stands it in a composed first frame (decoder/stage.py): uint8 RGBA cut out
+        of its reference sheet (drawn when it was added), or of the player's picture for a character read before
+        pictures were fitted; and its height in units of a height-1.0 character's standing height."""
+        entry = self._read()["characters"].get(name)
+        if entry is None:
+            raise CharacterError(f"no custom character {name!r}")
+        if entry.get("entry") is None:  # a picture alone (before fitting): taken as a character of usual height
+            return np.asarray(Image.open(self.sprite_path(name)).convert("RGBA")), UNFITTED_HEIGHT
+        sheet = read_picture(self.reference_path(name))
+        sprite = cut_out(sheet)
+        return sprite, sprite.shape[0] / portrait_standing_px(sheet.shape[0])
 
     def entries(self) -> dict[str, dict[str, Any]]:
         """The book as stored: name -> its entry (description, generator entry, what was understood)."""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from animegamer.core.runs import resolve_autoencoder
 from animegamer.decoder.sampler import add_sampler_arguments, sampler_overrides
-from animegamer.game.pack import model_bytes, pack_model
+from animegamer.game.pack import add_stage, model_bytes, pack_model
 
 
 def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = None) -> None:
@@ -61,6 +61,19 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
     pk.add_argument("--provenance", default=None, metavar="JSON",
                     help="a JSON file (e.g. the training commands and data seeds) copied into model.json")
     pk.set_defaults(func=_pack)
+    st = msub.add_parser("stage", help="draw the world's stage (places with no one in them, the cast's cut-outs: "
+                                       "decoder/stage.py) into a model packed without one")
+    st.add_argument("model", help="a model directory (model pack's --out)")
+    st.set_defaults(func=_stage)
+
+
+def _stage(args: argparse.Namespace) -> int:
+    try:
+        where = add_stage(args.model)
+    except (ValueError, FileNotFoundError, KeyError) as e:
+        raise SystemExit(f"model stage: {e}") from None
+    print(f"stage written to {where}")
+    return 0
 
 
 def _pack(args: argparse.Namespace) -> int:

@@ -26,11 +26,13 @@ from animegamer.core.runs import ENGINE_WEIGHTS, resolve_decoder, resolve_engine
 from animegamer.decoder.anchors import AnchorConfig, VisualAnchors
 from animegamer.decoder.flow_motion import FlowMotion
 from animegamer.decoder.frame_diffusion import FrameDenoiser
-from animegamer.decoder.pipeline import ShotDecoder
+from animegamer.decoder.pipeline import STAGE_DIR, ShotDecoder
+from animegamer.decoder.stage import PlaceView, Sprite, Stage
 from animegamer.engine.model import load_engine, save_engine
 from animegamer.models.autoencoder import ShotAutoencoder
 from animegamer.models.text_encoder import TextEncoder, TextEncoderConfig
 from animegamer.world.cast import load_cast
+from animegamer.world.stage_art import STANDING_FRACTION, cast_sprites, place_pictures
 
 
 def _metrics(run_dir: Path) -> dict[str, Any]:
@@ -66,7 +68,9 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
     run (or its motion/ dir) whose network moves the shots' real pictures (decoder/flow_motion.py); the
     sampler's ``flow_motion`` is then on unless ``sampler`` turns it off; ``motion_smooth`` (latent-grid
     cells) and ``motion_max_scale`` replace its smoothing of the drawn flows and its motion control's cap;
-    ``motion_rank`` stores it as a difference of that rank from the picture decoder (a few MB)."""
+    ``motion_rank`` stores it as a difference of that rank from the picture decoder (a few MB). With anchors
+    built, the stage (decoder/stage.py: the world's places with no one in them and the cast's cut-outs) is drawn
+    too, so the game can compose a first frame no stored shot shows."""
 
     engine_dir, decoder_dir = resolve_engine(engine), resolve_decoder(decoder)
     eng = load_engine(engine_dir)
@@ -82,6 +86,8 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
                                           motion_features=motion_features(dec, text_encoder),
                                           frame_quality=anchor_frame_quality)
     built = anchors is not None and anchors is not False
+    if built:
+        dec.stage = world_stage(dec.frame_size)
     sampler = dict(sampler or {})
     if motion is not None:
         dec.motion = FlowMotion.from_pretrained(resolve_motion(motion), dec.net)
@@ -131,6 +137,7 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
                                           "motions": len(dec.anchors.motions or []),
                                           "config": dec.anchors.config.to_dict()}}
                              if built else {}),
+                          **({"stage": stage_summary(dec.stage)} if dec.stage is not None else {}),
                           **({"cast": cast} if cast else {}),
                           **({"motion": {"from": str(motion), "smooth": dec.motion.smooth,
                                          "max_scale": dec.motion.max_scale, "rank": dec.motion.rank}}
@@ -138,6 +145,32 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
                           **({"sampler_override": sampler} if sampler else {}), **(provenance or {})},
                          tmp / "model.json")
     return Path(out)
+
+
+def world_stage(size: tuple[int, int]) -> Stage:
+    """The stage the world draws (world/stage_art.py) at a decoder's frame size (height, width): every place
+    at every time of day with no one in it, and the cast's cut-outs."""
+    h, w = size
+    views = {(p.place, p.time): PlaceView(p.background, p.foreground, p.ground, p.light)
+             for p in place_pictures(h, w)}
+    return Stage(views, {n: Sprite(rgba, height) for n, (rgba, height) in cast_sprites().items()}, STANDING_FRACTION)
+
+
+def stage_summary(stage: Stage) -> dict[str, Any]:
+    return {"places": len(stage.places), "cut_outs": sorted(stage.sprites), "size": list(stage.size)}
+
+
+def add_stage(model: str | Path) -> Path:
+    """Draw the world's stage into a model directory packed without one (its ``shot_decoder/stage/``, written
+    atomically; model.json notes it)."""
+    model = Path(model)
+    decoder_dir = resolve_decoder(model)
+    stage = world_stage(ShotDecoder.from_pretrained(decoder_dir).frame_size)
+    stage.save_pretrained(decoder_dir / STAGE_DIR)
+    info = model / "model.json"
+    if info.is_file():
+        save_json_atomic({**json.loads(info.read_text()), "stage": stage_summary(stage)}, info)
+    return decoder_dir / STAGE_DIR
 
 
 def motion_features(decoder: ShotDecoder,

@@ -43,12 +43,12 @@ from typing import Any
 import cv2
 import numpy as np
 import torch
-from PIL import Image
 
 from animegamer.core.devices import check_precision, resolve_device
 from animegamer.core.video_io import save_mp4
 from animegamer.decoder.anchors import Anchor, named_characters
 from animegamer.decoder.pipeline import ShotDecoder
+from animegamer.decoder.stage import Sprite
 from animegamer.engine.model import load_engine
 from animegamer.engine.release_engine import is_release_engine, load_release_engine
 from animegamer.engine.sequence import TurnRecord
@@ -59,9 +59,7 @@ from animegamer.game.text import MAX_INSTRUCTION_CHARS, describe_characters, uns
 from animegamer.training.release_import import check_release_memory
 from animegamer.world.cast import load_cast
 from animegamer.world.instructions import known_places
-from animegamer.world.motions import verbs
 from animegamer.world.rules import HIGH, LOW, STATE_NAMES, apply_deltas, initial_states
-from animegamer.world.shot import render_action, render_cutout
 
 FPS = 8  # the paper's shots play at 8 fps
 DEFAULT_WEIGHTS = Path(__file__).resolve().parent.parent / "weights" / "default"
@@ -235,10 +233,11 @@ class GameSession:
                                                 torch.Generator().manual_seed(seed),
                                                 named_characters(last.instruction, self.characters) if last else None,
                                                 shown)
-            if any(c in game.custom for c in named) and (anchor is None or anchor.source != "continued"):
-                drawn, anchor = game.custom_anchor(pred.s_a, named, anchor)  # no bank frame shows them
-            custom = anchor is not None and anchor.source == "custom"
-            remembered = drawn if custom or (anchors and anchors.config.history == "drawn") else pred.s_a
+            if anchors is not None or any(c in game.custom for c in named):
+                composed = game.composed_anchor(pred.s_a, named, anchor)  # no stored shot shows them there
+                drawn, anchor = composed or (drawn, anchor)
+            own = anchor is not None and anchor.source == "composed"
+            remembered = drawn if own or (anchors and anchors.config.history == "drawn") else pred.s_a
             source = anchor.frame if anchor else None
             if game.decoder.draws_frames and anchor is not None and anchor.source == "continued" and shown is not None:
                 source = shown()[-1]  # the scene goes on from the last frame the player saw, not a stored picture
@@ -289,6 +288,7 @@ class Game:
         self.store = store if isinstance(store, SessionStore) else SessionStore(store)
         self.characters = CharacterBook(self.store.root)  # the player's own, beside the saves
         self.custom: dict[str, CustomCharacter] = self.characters.characters()
+        self._sprites: dict[str, Sprite] = {}  # the player's characters' cut-outs, made on first use
         self.cast = list(cast) + [n for n in self.custom if n not in cast]
         self.model_info = dict(model_info or {})
         self.temperature = float(temperature)
@@ -365,6 +365,7 @@ class Game:
         except CharacterError as e:
             raise GameInputError(str(e)) from None
         self.custom[made.name] = made
+        self._sprites.pop(made.name, None)
         self.cast.append(made.name)
         return made
 
@@ -377,39 +378,50 @@ class Game:
         left = self.characters.characters()
         self.cast = [c for c in self.cast if c not in self.custom or c in left]
         self.custom = left
+        self._sprites = {n: v for n, v in self._sprites.items() if n in left}
 
-    def custom_anchor(self, s_a: torch.Tensor, named: list[str], retrieved: Anchor | None) -> tuple[torch.Tensor, Anchor]:
-        """Draw a turn that names a custom character from a frame of it rendered by the world into the
-        place and time of the bank's anchor (or a meadow by day without a bank), in the pose of the verb the
-        bank read the engine's motion as: two characters the world can draw (custom ones, described or
-        read from a picture, and the world's cast) stand together in it; a character drawn from the
-        cut-out of its picture (made before pictures were fitted) stands alone."""
-        bank = self.decoder.anchors
-        entry = bank.entries[retrieved.entry] if bank is not None and retrieved and retrieved.entry is not None else {}
-        place, time_of_day = entry.get("place") or "meadow", entry.get("time") or "day"
-        who = self.custom[next(c for c in named if c in self.custom)]
+    def composed_anchor(self, s_a: torch.Tensor, named: list[str],
+                        chosen: Anchor | None) -> tuple[torch.Tensor, Anchor] | None:
+        """Where no stored shot shows the turn's characters together in the place the engine's prediction
+        names (two never filmed there together, three, a player's own character), the first frame composed
+        from the stage (decoder/stage.py): that place's picture with each named character's cut-out standing
+        in it, left to right as named; and ``s_a`` drawn from it. None where the chosen anchor already shows
+        them there, or the stage cannot (no picture of the place, a character without a cut-out): the turn is
+        drawn from ``chosen``. GameInputError for a player's own character that cannot be stood anywhere."""
+        stage, bank = self.decoder.stage, self.decoder.anchors
+        custom = [c for c in named if c in self.custom]
+        if not named or (chosen is not None and chosen.source == "continued"):
+            return None
+        entry = bank.entries[chosen.entry] if bank is not None and chosen and chosen.entry is not None else {}
+        shown_scene = (entry.get("place"), entry.get("time"))
+        scene = chosen.scene if chosen is not None and chosen.scene else shown_scene
+        if not custom and entry and sorted(entry["characters"]) == sorted(named) and shown_scene == scene:
+            return None  # a stored shot shows them, there
+        if stage is not None and not stage.has(*scene):  # no scene named (a model without anchors): a default one
+            scene = ("meadow", "day") if stage.has("meadow", "day") else next(iter(stage.places))
+        missing = [c for c in named if c not in self.custom and c not in (stage.sprites if stage else {})]
+        if stage is None or missing:
+            if custom:
+                raise GameInputError(f"this model has no stage to stand {', '.join(custom)} in"
+                                     + (f" beside {', '.join(missing)}" if missing and stage else "")
+                                     + ": run `animegamer model stage MODEL` once (or play with the shipped model)")
+            return None
+        frame = stage.compose(*scene, [self._sprite(c) for c in named])
         h, w = self.decoder.frame_size
-        size = {"height": max(h, 48), "width": max(w, 72)}
-        pair, world_cast = tuple(named[:2]), load_cast()
-        # the world renders custom characters from their parameters (described or read from a picture) and its own cast
-        together = len(pair) == 2 and all(self.custom[c].posed if c in self.custom else c in world_cast
-                                          for c in pair)
-        # in the pose of the verb the engine's motion names (the bank reads it), where the world has that
-        # action for so many characters; else a neutral one: two apart, or one waving
-        verb = retrieved.verb if retrieved is not None else None
-        if not who.posed:  # the player's picture, cut out and stood in the scene
-            frame = render_cutout(np.asarray(Image.open(who.sprite).convert("RGBA")), place, time_of_day, **size)
-        elif together:  # a two-character action whose first frame shows both
-            frame = render_action(pair, verb if verb in verbs(pair=True) else "play_with", "", place, time_of_day,
-                                  **size, extra_cast={c: self.custom[c].spec for c in pair if c in self.custom})[0]
-        else:
-            frame = render_action((who.name,), verb if verb in verbs(pair=False) else "wave", "", place, time_of_day,
-                                  extra_cast={who.name: who.spec}, **size)[0]
         if frame.shape[:2] != (h, w):
             frame = cv2.resize(frame, (w, h), interpolation=cv2.INTER_AREA)
         drawn = self.decoder.draw_from_frame(s_a, frame)
-        return drawn, Anchor(drawn[self.decoder.config.n_text:], "custom",
-                             retrieved.distance if retrieved else None, retrieved.entry if retrieved else None, frame)
+        return drawn, Anchor(drawn[self.decoder.config.n_text:], "composed", chosen.distance if chosen else None,
+                             None, frame, chosen.verb if chosen else None, scene)
+
+    def _sprite(self, name: str) -> Sprite:
+        """A character's cut-out for the stage: the model's for its cast, the book's for the player's own
+        (cut out of its reference sheet once per game)."""
+        if name not in self.custom:
+            return self.decoder.stage.sprites[name]
+        if name not in self._sprites:
+            self._sprites[name] = Sprite(*self.characters.cutout(name))
+        return self._sprites[name]
 
     # ------------------------------------------------------------------------- sessions
     def canonical_characters(self, characters: list[str] | str) -> list[str]:
@@ -472,5 +484,6 @@ class Game:
         with self.lock:
             sid = restore_archive(self.store, self.characters, source, self.cast)
             self.custom = self.characters.characters()
+            self._sprites = {}
             self.cast = self.cast + [n for n in self.custom if n not in self.cast]
         return sid

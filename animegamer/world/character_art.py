@@ -746,6 +746,9 @@ def _effect(img, pose, hc, head_px, H, lf, rf, ot):
             cv2.ellipse(img, _i(c), (int(r * MUL), int(r * 0.75 * MUL)), 0, 0, 360, (236, 230, 214), -1, FILL_LT, SHIFT)
 
 
+PORTRAIT_SCALE = 0.78 / 1.15  # a height-1.0 character's scale in a portrait, as a fraction of its side
+
+
 def character_portrait(spec: CharacterSpec, look: Look | None = None, size: int = 128,
                        background: tuple[int, int, int] = (214, 234, 248), pose: Pose | None = None) -> np.ndarray:
     """A square RGB portrait of a standing character (for cast sheets and references)."""
@@ -754,6 +757,6 @@ def character_portrait(spec: CharacterSpec, look: Look | None = None, size: int 
     img = np.empty((W, W, 3), np.uint8)
     img[:] = background
     img[int(W * 0.9):] = _mix(background, (120, 170, 90), 0.7)
-    scale = W * 0.78 / 1.15
+    scale = W * PORTRAIT_SCALE
     draw_character(img, spec, look, pose or Pose(head_turn=-0.15), W / 2, W * 0.93, scale)
     return cv2.resize(img, (size, size), interpolation=cv2.INTER_AREA)

@@ -30,7 +30,7 @@ import numpy as np
 
 from animegamer.world.cast import ACCESSORY_TYPES, HAIR_STYLES, HEIGHT_RANGE, OUTFIT_TYPES, RGB, Accessory, \
     CharacterSpec, default_look
-from animegamer.world.character_art import draw_character
+from animegamer.world.character_art import PORTRAIT_SCALE, draw_character
 from animegamer.world.character_gen import expected_colours
 from animegamer.world.pose import Pose
 
@@ -52,7 +52,7 @@ UNSEEN_DEFAULTS = ("bottom", "accent", "shoes")
 HEIGHTS = tuple(round(float(h), 3) for h in np.arange(HEIGHT_RANGE[0], HEIGHT_RANGE[1] + 1e-6, 0.025))
 COARSE_HEIGHTS = HEIGHTS[::4]
 PORTRAIT_POSE = Pose(head_turn=-0.15)  # the reference sheet's pose
-SHEET_FEET, SHEET_SCALE = 0.93, 0.78 / 1.15  # where a reference sheet stands the figure, and its scale
+SHEET_FEET, SHEET_SCALE = 0.93, PORTRAIT_SCALE  # where a reference sheet stands the figure, and its scale
 
 
 @dataclass

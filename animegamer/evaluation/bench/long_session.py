@@ -13,6 +13,13 @@ history table, timeline thumbnails) and plays one more turn on the reopened copy
 Targets (issue "Play from anywhere"): the median of the last ``edge`` turns within 10% of the
 median of the first ``edge`` (turn 0 is left out: it pays first-call allocations), peak RSS growth
 from the end of the first ``edge`` turns to the end under 100 MB, and a reopen under 2 s.
+
+``--drift`` (issue "Shots that are drawn, not slid"): the session stays in one place and time of day
+(``DRIFT_SCRIPT``: Qiqi doing one thing after another in the town by day), so every scene continues
+from what was shown; each shot is graded by the evaluator's frame classifier (is Qiqi named) and its
+sharpness. A decoder whose drawn frames become the next shot's first frame can compound its errors;
+the target: in the last ``edge`` turns, the share of turns naming Qiqi and the mean sharpness are at
+least 0.95 of the first ``edge`` turns'.
 """
 from __future__ import annotations
 
@@ -35,10 +42,24 @@ from animegamer.core.atomic_io import atomic_write_path, write_json
 from animegamer.core.devices import add_device_arguments
 from animegamer.core.resources import current_rss_mb, peak_rss_mb
 from animegamer.evaluation.bench.game import SCRIPT
+from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR
+from animegamer.evaluation.picture import sharpness
 from animegamer.game.session import Game, GameSession
 from animegamer.game.web import page_view
+from animegamer.models.frame_classifier import FrameClassifier
 
 TIME_TOLERANCE = 0.10
+DRIFT_KEEP = 0.95  # the last turns keep at least this share of the first turns' character rate and sharpness
+DRIFT_SCRIPT = (  # one place and time of day: every turn continues the scene
+    "Character: Qiqi; Motion: walk; Background: day town.",
+    "Qiqi waves at the passers-by",
+    "Qiqi sits down on a bench",
+    "Qiqi reads a book on the bench",
+    "Qiqi stands up and dances happily",
+    "Qiqi eats a rice ball",
+    "Qiqi jumps",
+    "Qiqi laughs",
+)
 RSS_GROWTH_MB = 100.0
 REOPEN_S = 2.0
 
@@ -48,18 +69,37 @@ def decoded_turns(session: GameSession) -> int:
     return sum(t._frames is not None for t in session.turns)
 
 
-def play_long(game: Game, turns: int, seed: int = 0, progress: bool = True) -> tuple[GameSession, list[dict[str, Any]]]:
-    """One session of ``turns`` script turns; a row per turn (seconds, stages, memory)."""
+def play_long(game: Game, turns: int, seed: int = 0, progress: bool = True,
+              grader: FrameClassifier | None = None) -> tuple[GameSession, list[dict[str, Any]]]:
+    """One session of ``turns`` script turns; a row per turn (seconds, stages, memory). With ``grader`` the
+    session plays ``DRIFT_SCRIPT`` (one place) and each row also holds whether Qiqi is named and the sharpness."""
+    script = DRIFT_SCRIPT if grader is not None else SCRIPT
     session = game.new_session(["Qiqi"], seed=seed)
     rows: list[dict[str, Any]] = []
     for i in tqdm(range(turns), desc="long session", unit="turn", disable=not progress):
         t0 = time.perf_counter()
-        turn = session.step(SCRIPT[i % len(SCRIPT)])
+        turn = session.step(script[i % len(script)])
         wall = time.perf_counter() - t0
         rows.append({"turn": i, "turn_s": wall, **{k: round(v, 4) for k, v in turn.timings.items()},
                      "rss_mb": current_rss_mb(), "peak_rss_mb": peak_rss_mb(),
-                     "decoded_turns": decoded_turns(session)})
+                     "decoded_turns": decoded_turns(session), "first_frame": turn.anchor})
+        if grader is not None:
+            seen = grader.read_shot(turn.frames, 1)
+            rows[-1].update({"qiqi": float(seen["characters"] == ["Qiqi"]), "sharpness": sharpness(turn.frames),
+                             "place": seen["place"], "time": seen["time"]})
     return session, rows
+
+
+def drift(rows: list[dict[str, Any]], edge: int) -> dict[str, Any]:
+    """The first and last ``edge`` turns' share naming Qiqi and mean sharpness (turn 0 counted: the scene starts
+    there), their ratios, and whether both keep ``DRIFT_KEEP``."""
+    first, last = rows[:edge], rows[-edge:]
+    out: dict[str, Any] = {"edge": edge}
+    for key in ("qiqi", "sharpness"):
+        a, b = statistics.fmean(r[key] for r in first), statistics.fmean(r[key] for r in last)
+        out.update({f"{key}_first": a, f"{key}_last": b, f"{key}_ratio": b / a if a > 0 else None})
+    out["kept"] = all(out[f"{k}_ratio"] is not None and out[f"{k}_ratio"] >= DRIFT_KEEP for k in ("qiqi", "sharpness"))
+    return out
 
 
 def summarise(rows: list[dict[str, Any]], edge: int) -> dict[str, Any]:
@@ -81,8 +121,9 @@ def summarise(rows: list[dict[str, Any]], edge: int) -> dict[str, Any]:
 
 def bench_long_session(model: str | Path | None = None, turns: int = 200, edge: int = 20,
                        threads: int | None = None, seed: int = 0, progress: bool = True, device: str = "cpu",
-                       precision: str | None = None) -> dict[str, Any]:
-    """The benchmark of the module doc for the model in ``model`` (default: the shipped model)."""
+                       precision: str | None = None, grade_drift: bool = False) -> dict[str, Any]:
+    """The benchmark of the module doc for the model in ``model`` (default: the shipped model); with
+    ``grade_drift`` in one place, each shot graded (``drift``)."""
     if threads:
         torch.set_num_threads(int(threads))
     if edge < 1:
@@ -95,7 +136,8 @@ def bench_long_session(model: str | Path | None = None, turns: int = 200, edge: 
         game = Game.load(model, store=Path(tmp) / "store", device=device, precision=precision)
         load_s = time.perf_counter() - t0
         rss_loaded = current_rss_mb()
-        session, rows = play_long(game, turns, seed=seed, progress=progress)
+        grader = FrameClassifier.from_pretrained(FrameClassifier.find(DEFAULT_EVALUATOR)) if grade_drift else None
+        session, rows = play_long(game, turns, seed=seed, progress=progress, grader=grader)
         t0 = time.perf_counter()
         reopened = game.open_session(session.id)
         reopen_s = time.perf_counter() - t0
@@ -106,6 +148,8 @@ def bench_long_session(model: str | Path | None = None, turns: int = 200, edge: 
         after = reopened.step(SCRIPT[turns % len(SCRIPT)])
         reopened_turn_s = time.perf_counter() - t0
         summary = summarise(rows, edge)
+        if grade_drift:
+            summary["drift"] = drift(rows, edge)
         summary.update({"reopen_s": reopen_s, "web_reopen_s": web_reopen_s,
                         "reopen_fast": max(reopen_s, web_reopen_s) < REOPEN_S,
                         "reopened_turn_s": reopened_turn_s, "reopened_turn_index": after.index})
@@ -135,7 +179,13 @@ def format_long(result: dict[str, Any]) -> str:
               f"{s['max_decoded_turns']}")
     reopen = (f"reopen {s['reopen_s']:.3f} s, in the web page {s['web_reopen_s']:.3f} s (under {REOPEN_S:.0f} s: "
               f"{ok(s['reopen_fast'])}); the reopened game's next turn {s['reopened_turn_s']:.3f} s; store {result['store_mb']:.1f} MB; load {result['load_s']:.1f} s")
-    return f"{head}\n{time_line}\n{memory}\n{reopen}"
+    lines = [head, time_line, memory, reopen]
+    if "drift" in s:
+        d = s["drift"]
+        lines.append(f"drift, one place: Qiqi named in {d['qiqi_first']:.2f} of the first {d['edge']} turns, "
+                     f"{d['qiqi_last']:.2f} of the last; sharpness {d['sharpness_first']:.0f} -> {d['sharpness_last']:.0f} "
+                     f"(ratio {d['sharpness_ratio']:.3f}; both kept at >= {DRIFT_KEEP}: {ok(d['kept'])})")
+    return "\n".join(lines)
 
 
 def plot_long(results: dict[str, dict[str, Any]], path: str | Path) -> Path:
@@ -176,16 +226,20 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--plot", default=None, metavar="FILE.png", help="also plot seconds per turn and memory")
     ap.add_argument("--json", action="store_true", help="print JSON instead of the summary")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ap.add_argument("--drift", action="store_true",
+                    help="stay in one place and grade every shot: do the character and sharpness hold? (module doc; "
+                         "try --turns 50 --edge 10)")
 
 
 def run(a: argparse.Namespace) -> int:
     """`animegamer bench-long`: exit 1 when a target is not met."""
     result = bench_long_session(a.model, turns=a.turns, edge=a.edge, threads=a.threads, seed=a.seed,
-                                progress=not a.no_progress, device=a.device, precision=a.precision)
+                                progress=not a.no_progress, device=a.device, precision=a.precision,
+                                grade_drift=a.drift)
     if a.out:
         write_json(a.out, result)
     if a.plot:
         plot_long({"this run": result}, a.plot)
     print(json.dumps(result, indent=1) if a.json else format_long(result))
     s = result["summary"]
-    return 0 if s["time_flat"] and s["memory_flat"] and s["reopen_fast"] else 1
+    return 0 if s["time_flat"] and s["memory_flat"] and s["reopen_fast"] and s.get("drift", {}).get("kept", True) else 1
