@@ -35,7 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("animegamer.evaluation.cli", "seconds per turn, per stage, and peak memory of the game"),
     "bench-engine": ("animegamer.evaluation.cli", "the engine alone: seconds per turn, KV reuse, memory"),
     "bench-decoder": ("animegamer.evaluation.cli", "the shot decoder alone: decode time, steps x guidance sweep"),
-    "bench-ingest": ("animegamer.evaluation.cli", "ingest graded on a world film of known cuts and levels, timed"),
+    "bench-ingest": ("animegamer.ingest.cli", "ingest graded on a world film of known cuts and levels, timed"),
     "bench-long": ("animegamer.evaluation.cli", "a 200-turn game: time per turn and memory stay flat, reopen time"),
 }
 

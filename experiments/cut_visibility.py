@@ -22,7 +22,7 @@ import numpy as np
 from tqdm import tqdm
 
 from animegamer.core.atomic_io import write_json
-from animegamer.evaluation.bench.ingest import cut_kind
+from animegamer.ingest.bench import cut_kind
 from animegamer.world.dataset import WorldDataset
 
 

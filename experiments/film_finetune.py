@@ -45,7 +45,7 @@ import yaml
 from tqdm import tqdm
 
 from animegamer.core.atomic_io import write_json, write_text
-from animegamer.evaluation.bench.ingest import world_annotations, world_film
+from animegamer.ingest.bench import world_annotations, world_film
 from animegamer.evaluation.character_match import PICTURE_SUFFIXES, ReferenceGallery
 from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR
 from animegamer.game.characters import read_picture

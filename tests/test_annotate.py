@@ -11,7 +11,7 @@ from transformers import (AutoTokenizer, CLIPImageProcessor, CLIPVisionConfig, L
                           LlavaForConditionalGeneration, LlavaProcessor)
 
 from animegamer.cli import main
-from animegamer.evaluation.bench.ingest import world_film
+from animegamer.ingest.bench import world_film
 from animegamer.ingest.annotations import read_annotations
 from animegamer.ingest.build import IngestConfig, ingest
 from animegamer.ingest.vlm import VlmAnnotator, parse_answer

@@ -10,7 +10,7 @@ import yaml
 from PIL import Image
 
 from animegamer.cli import main
-from animegamer.evaluation.bench.ingest import world_film
+from animegamer.ingest.bench import world_film
 from animegamer.evaluation.character_match import ReferenceGallery
 from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR
 from animegamer.ingest.build import IngestConfig, ingest

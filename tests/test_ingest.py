@@ -12,7 +12,7 @@ import pytest
 from animegamer.cli import main
 from animegamer.core.atomic_io import write_text
 from animegamer.core.video_io import save_mp4
-from animegamer.evaluation.bench.ingest import grade, world_annotations, world_film
+from animegamer.ingest.bench import grade, world_annotations, world_film
 from animegamer.game.session import Game, GameInputError
 from animegamer.ingest import build
 from animegamer.ingest.annotations import COLUMNS, read_annotations

@@ -8,6 +8,7 @@ the same way: filled under a hidden temp name, then renamed in one step (`atomic
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -50,6 +51,15 @@ def gathered(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The same tensors with every sharded one (a DTensor, as FSDP 2 holds parameters) gathered whole.
     Collective when any is sharded: every rank of the group must call it with the same keys."""
     return {k: (v.full_tensor() if isinstance(v, DTensor) else v) for k, v in tensors.items()}
+
+
+def file_hash(path: str | Path) -> str:
+    """The blake2b (16 bytes, hex) of a file's bytes, read in 4 MB chunks: which weights a result came from."""
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def load_safetensors(path: str | Path, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:

@@ -15,7 +15,6 @@ from animegamer.engine import evaluate as engine_evaluate
 from animegamer.evaluation import cast_prompts, decoder_eval, drawn_shots, level_calibration
 from animegamer.evaluation.bench import decoder as bench_decoder
 from animegamer.evaluation.bench import engine as bench_engine
-from animegamer.evaluation.bench import ingest as bench_ingest
 from animegamer.evaluation.bench import long_session as bench_long
 from animegamer.evaluation.bench.game import bench_game, format_table
 from animegamer.evaluation.report import format_summary
@@ -71,8 +70,6 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
     for name, module, doc in (("bench-engine", bench_engine, "the engine alone: seconds per turn, KV reuse, memory"),
                               ("bench-decoder", bench_decoder, "the shot decoder alone: decode time, training step, "
                                                                "steps x guidance sweep"),
-                              ("bench-ingest", bench_ingest, "ingest graded on a world film whose truth is known, "
-                                                             "and timed"),
                               ("bench-long", bench_long, "one long game: is the last turn as fast and small as the "
                                                          "first, and how fast does it reopen")):
         bp = subparsers.add_parser(name, help=doc, description=module.__doc__,

@@ -28,21 +28,17 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from animegamer.core.checkpoint import file_hash
 from animegamer.core.runs import resolve_component
 from animegamer.models.action_classifier import ActionClassifier
 from animegamer.models.frame_classifier import FrameClassifier
 from animegamer.models.text_encoder import TextEncoder, TextEncoderConfig
 from animegamer.models.vision_tower import CONFIG_NAME, WEIGHTS_NAME, VisionTower
-from animegamer.training.engine_sessions import _file_hash as file_hash
 from animegamer.training.engine_sessions import decoder_run_inputs
 from animegamer.world.cast import load_cast
 from animegamer.world.place_art import load_places
 
 DEFAULT_EVALUATOR = Path(__file__).resolve().parent.parent / "weights" / "evaluator"
-
-
-def _file_hash(path: Path) -> str:
-    return file_hash(path)
 
 
 def _text_encoder_path(tower_dir: Path) -> str | None:
@@ -102,7 +98,7 @@ class Evaluator:
             raise FileNotFoundError(f"{actions}: no action classifier (config.json + model.safetensors) in it, its "
                                     "action_classifier/ or final/action_classifier/")
         frames = FrameClassifier.find(tower_dir) or FrameClassifier.find(tower_dir.parent)
-        return cls(tower, text, str(tower_dir.resolve()), _file_hash(tower_dir / WEIGHTS_NAME),
+        return cls(tower, text, str(tower_dir.resolve()), file_hash(tower_dir / WEIGHTS_NAME),
                    actions=ActionClassifier.load(found) if found is not None else None,
                    frames=FrameClassifier.from_pretrained(frames) if frames is not None else None,
                    frames_hash=FrameClassifier.weights_hash(frames) if frames is not None else None)
@@ -221,5 +217,5 @@ def recorded_tower_hashes(model_dir: str | Path | None) -> set[str]:
         except FileNotFoundError:
             tower = None
         if tower is not None and (tower / WEIGHTS_NAME).is_file():
-            found.add(_file_hash(tower / WEIGHTS_NAME))
+            found.add(file_hash(tower / WEIGHTS_NAME))
     return found

@@ -24,7 +24,7 @@ from animegamer.evaluation.metrics import align_clips, finite_mean
 from animegamer.evaluation.picture import picture_summary
 from animegamer.evaluation.systems import SystemResult, jsonable
 from animegamer.world.dataset import WorldDataset
-from animegamer.world.preview import BG, FG, _font, save_png, shot_strip
+from animegamer.world.preview import BG, FG, font, save_png, shot_strip
 
 # (key, header, +1 higher is better / -1 lower is better, format)
 MAIN_COLUMNS = (
@@ -275,7 +275,7 @@ def contact_sheet(results: list["SystemResult"], world: "WorldDataset", sessions
     img = Image.fromarray(sheet)
     draw = ImageDraw.Draw(img)
     for c, name in enumerate([res.spec.name for res in results] + ["ground truth"]):
-        draw.text((int(xs[c]), 4), name, fill=FG, font=_font(14))
+        draw.text((int(xs[c]), 4), name, fill=FG, font=font(14))
     return save_png(img, path)
 
 

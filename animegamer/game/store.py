@@ -44,13 +44,14 @@ from typing import Any
 import cv2
 import numpy as np
 import torch
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw
 from platformdirs import user_data_dir
 from safetensors.torch import load, save
 
 from animegamer.core.atomic_io import atomic_write
 from animegamer.core.errors import UserFacingError
 from animegamer.core.video_io import read_video, save_mp4
+from animegamer.world.preview import font
 
 SCHEMA_VERSION = 1
 DB_NAME = "games.sqlite"
@@ -381,10 +382,6 @@ EXPORT_MIN_HEIGHT = 256
 EXPORT_MIN_WIDTH = 384
 
 
-def _font(size: int):
-    return ImageFont.load_default(size=size)
-
-
 def _wrap(draw, text: str, font, width: int, max_lines: int) -> list[str]:
     lines, line = [], ""
     for word in text.split():
@@ -433,8 +430,8 @@ def annotated_frames(frames: np.ndarray, turn: TurnRow) -> np.ndarray:
     width = max(w, EXPORT_MIN_WIDTH)
     panel = Image.new("RGB", (width, 112), _BG)
     draw = ImageDraw.Draw(panel)
-    font, small = _font(14), _font(12)
-    draw.text((8, 4), f"Turn {turn.idx + 1}   motion level {turn.motion_level}", fill=_FG, font=font)
+    face, small = font(14), font(12)
+    draw.text((8, 4), f"Turn {turn.idx + 1}   motion level {turn.motion_level}", fill=_FG, font=face)
     for i, line in enumerate(_wrap(draw, turn.instruction, small, width - 16, 2)):
         draw.text((8, 22 + i * 15), line, fill=_DIM, font=small)
     draw_state_bars(draw, 8, 56, width - 16, turn.states, turn.deltas, small)

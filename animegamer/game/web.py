@@ -20,7 +20,7 @@ from animegamer.game.archive import MAX_UPLOAD_BYTES, ArchiveError
 from animegamer.game.characters import EXAMPLE as CHARACTER_EXAMPLE
 from animegamer.game.session import EXAMPLE, Game, GameInputError, GameSession, Turn
 from animegamer.game.store import STATE_COLORS, StoreError
-from animegamer.world.instructions import _vocab, known_adverbs, known_times
+from animegamer.world.instructions import known_adverbs, known_times, verb_phrases
 from animegamer.world.rules import STATE_NAMES, initial_states
 
 STAGES = {"thinking": "the engine is thinking", "drawing": "drawing the shot", "saving": "saving the turn",
@@ -40,7 +40,7 @@ CSS = """
 
 
 def motion_phrases() -> list[str]:
-    return [v.phrase for v in _vocab().verbs.values()]
+    return verb_phrases()
 
 
 def compose_instruction(characters: list[str] | str | None, adverb: str | None, motion: str | None,

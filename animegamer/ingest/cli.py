@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from animegamer.ingest import bench
 from animegamer.ingest.build import TEMPLATE_NAME, IngestConfig, ingest
 from animegamer.ingest.mix import mix_datasets, parse_part
 from animegamer.ingest.shots import CutConfig
@@ -47,6 +48,11 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
     m.add_argument("--out", required=True, help="the mixture's directory")
     m.add_argument("--seed", type=int, default=0, help="draws the fractional part of a weight (default: %(default)s)")
     m.set_defaults(func=_mix)
+
+    b = subparsers.add_parser("bench-ingest", help="ingest graded on a world film whose truth is known, and timed",
+                              description=bench.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    bench.add_arguments(b)
+    b.set_defaults(func=bench.run)
 
 
 def _ingest(args: argparse.Namespace) -> int:

@@ -23,7 +23,6 @@ one built from other inputs (say, a retrained decoder) is refused, never silentl
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -33,7 +32,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from animegamer.core.checkpoint import load_json, load_safetensors, save_json_atomic, save_safetensors_atomic
+from animegamer.core.checkpoint import file_hash, load_json, load_safetensors, save_json_atomic, save_safetensors_atomic
 from animegamer.core.runs import resolve_decoder
 from animegamer.decoder.pipeline import WEIGHTS_NAME, ShotDecoder, frames_from_uint8
 from animegamer.engine.data import save_sessions
@@ -87,13 +86,6 @@ def decoder_run_inputs(decoder_dir: Path) -> dict[str, Any]:
     return {}
 
 
-def _file_hash(path: Path) -> str:
-    h = hashlib.blake2b(digest_size=16)
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
 
 def representation_inputs(decoder_dir: str | Path, clip_dir: str | Path | None,
                           text_encoder: str | None = None) -> dict[str, Any]:
@@ -114,8 +106,8 @@ def representation_inputs(decoder_dir: str | Path, clip_dir: str | Path | None,
         print(f"[world-sessions] warning: the decoder was trained with the visual reference {run['clip']}, "
               f"but s_a will be computed with {clip}")
     text = text_encoder if text_encoder is not None else run.get("text_encoder")
-    return {"decoder": str(dec.resolve()), "decoder_hash": _file_hash(dec / WEIGHTS_NAME),
-            "clip": str(clip.resolve()), "clip_hash": _file_hash(reference_weights(clip)),
+    return {"decoder": str(dec.resolve()), "decoder_hash": file_hash(dec / WEIGHTS_NAME),
+            "clip": str(clip.resolve()), "clip_hash": file_hash(reference_weights(clip)),
             "text_encoder": text, "random_frame_decoder": bool(run.get("random_frame", False)),
             "reference_patch": run.get("reference_patch"),
             # "caption": the GC baseline's decoder (caption text, no visual reference); the key is left

@@ -206,6 +206,11 @@ def known_verbs() -> list[str]:
     return list(_vocab().verbs)
 
 
+def verb_phrases() -> list[str]:
+    """Each verb as instructions say it ("fly on broomstick"), in the vocabulary's order."""
+    return [v.phrase for v in _vocab().verbs.values()]
+
+
 def known_adverbs() -> list[str]:
     """Adverb keys ("" = none)."""
     return list(_vocab().adverbs)

@@ -22,7 +22,7 @@ FG = (235, 235, 240)
 DIM = (150, 155, 170)
 
 
-def _font(size: int) -> ImageFont.FreeTypeFont:
+def font(size: int) -> ImageFont.FreeTypeFont:
     return ImageFont.load_default(size=size)
 
 
@@ -59,9 +59,9 @@ def shot_strip(frames: np.ndarray, row: dict | None = None, picks: tuple[float, 
         return strip
     panel = Image.new("RGB", (PANEL_W, strip.shape[0]), BG)
     draw = ImageDraw.Draw(panel)
-    font = _font(12)
+    face = font(12)
     for i, (text, color) in enumerate(_annotation_lines(row)):
-        draw.text((8, 6 + i * 17), text, fill=color, font=font)
+        draw.text((8, 6 + i * 17), text, fill=color, font=face)
     return np.concatenate([strip, gap, np.asarray(panel)], axis=1)
 
 
@@ -91,17 +91,17 @@ def _caption_frame(frame: np.ndarray, text: str, zoom: int = 3) -> np.ndarray:
     big = cv2.resize(frame, None, fx=zoom, fy=zoom, interpolation=cv2.INTER_LINEAR)
     bar = Image.new("RGB", (big.shape[1], 40), BG)
     draw = ImageDraw.Draw(bar)
-    font = _font(13)
+    face = font(13)
     words, line, lines = text.split(), "", []
     for w in words:  # wrap to two lines
-        if draw.textlength(line + " " + w, font=font) > big.shape[1] - 12:
+        if draw.textlength(line + " " + w, font=face) > big.shape[1] - 12:
             lines.append(line)
             line = w
         else:
             line = (line + " " + w).strip()
     lines.append(line)
     for i, ln in enumerate(lines[:2]):
-        draw.text((6, 3 + i * 17), ln, fill=FG, font=font)
+        draw.text((6, 3 + i * 17), ln, fill=FG, font=face)
     return np.concatenate([big, np.asarray(bar)], axis=0)
 
 
@@ -131,6 +131,6 @@ def cast_sheet(out: str | os.PathLike, size: int = 160, specs: list[CharacterSpe
             portrait = reference_sheet(spec, size)
         portrait = np.ascontiguousarray(portrait)
         label = Image.new("RGB", (portrait.shape[1], 22), BG)
-        ImageDraw.Draw(label).text((6, 3), spec.name, fill=FG, font=_font(14))
+        ImageDraw.Draw(label).text((6, 3), spec.name, fill=FG, font=font(14))
         tiles.append(np.concatenate([portrait, np.asarray(label)], axis=0))
     return save_png(np.concatenate(tiles, axis=1), out)
