@@ -1,13 +1,13 @@
 """How well `world/character_fit.py` reads a character's parameters back from a picture of it.
 
-    .venv/bin/python experiments/character_fit_accuracy.py --n 40 --out docs/results/custom_characters/fit_accuracy.json
+    .venv/bin/python experiments/character_fit_accuracy.py --n 40 --out runs/character_fit_accuracy.json
 
 For ``n`` held-out drawn characters (never in any training), the picture is the character's reference
 sheet as a player would upload it again (enlarged to 300 x 300 and stored as JPEG at quality 80), in two
 layouts: ``sheet`` (the whole sheet) and ``crop`` (cropped close around the figure, on white, so the
 height does not show). Reported per layout: exact hair style, outfit and accessory set; the colour error
 (mean absolute per channel, 0-255) of hair, top and skin; the height error; the fit's own error; seconds
-per fit (mean and max) on this machine. Page: docs/results/custom_characters.md.
+per fit (mean and max) on this machine. Page: docs/results.md#your-own-characters.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Can the shipped decoder draw a character it never saw, given one picture of it as its visual anchor?
 
-    .venv/bin/python experiments/custom_character_probe.py --out docs/results/custom_characters/probe.json
+    .venv/bin/python experiments/custom_character_probe.py --out runs/custom_character_probe.json
 
 For two galleries of 8 characters, 8 of the named cast (seen in training) and 8 drawn by
 world/character_gen.py from held-out seeds (never seen), and for several actions (verb, adverb,
@@ -13,7 +13,10 @@ only the anchor tells the characters apart. The decoder draws the shot from ther
 ``picture``: the same, but the anchor frame is the character's reference picture cut out and stood in
 the scene (what `characters add --image` did with an uploaded picture before pictures were fitted)
 instead of a true frame.
-``fitted``: what `characters add --image` does now: the reference picture as a player would upload it
+``composed``: what the game does in play since the stage (decoder/stage.py): the character cut out of its
+reference sheet (as drawn when it is added), standing in the stage's stored picture of the place; the world
+renders nothing.
+``fitted``: what `characters add --image` did with a picture before the stage: the reference picture as a player would upload it
 again (saved from the page: enlarged to 300 x 300 and stored as JPEG at quality 80) is read into the
 generator's parameters (`world/character_fit.py`), and the world renders that character doing the action
 (the first frame, as for ``anchor``). How well the parameters were read is reported beside it.
@@ -31,7 +34,7 @@ characters the evaluator was trained on.
 The colour test (the issue's): each held-out character and a copy with the hue of its hair and
 outfit turned half a circle, played with the same instructions and seed under the same name: the
 difference of the two games' mean frame colours should point the way the references' does.
-Page: docs/results/custom_characters.md.
+Page: docs/results.md#your-own-characters.
 """
 from __future__ import annotations
 
@@ -50,6 +53,7 @@ from PIL import Image
 from tqdm import tqdm
 
 from animegamer.core.atomic_io import write_json
+from animegamer.decoder.stage import Sprite
 from animegamer.evaluation.evaluator import Evaluator
 from animegamer.game.characters import CustomCharacter, cut_out, figure_mask
 from animegamer.game.session import Game
@@ -59,12 +63,13 @@ from animegamer.world.character_fit import fit_character
 from animegamer.world.character_gen import held_out_characters, random_character, reference_sheet
 from animegamer.world.preview import save_png
 from animegamer.world.shot import render_action, render_cutout
+from animegamer.world.stage_art import portrait_standing_px
 
 ACTIONS = (("run", "quickly", "town", "day"), ("wave", "", "meadow", "day"), ("dance", "happily", "beach", "sunset"),
            ("walk", "slowly", "station", "night"), ("jump", "energetically", "forest", "day"),
            ("read", "calmly", "bedroom", "night"))
 TAIL = 4  # frames embedded at the end of a shot
-SHEET_ACTION = 1  # the contact sheet shows "wave": a calm shot (fast ones blur, see docs/results/picture.md)
+SHEET_ACTION = 1  # the contact sheet shows "wave": a calm shot (fast ones blur)
 
 
 def _embed(ev: Evaluator, frames: np.ndarray) -> torch.Tensor:
@@ -101,7 +106,12 @@ def probe(game: Game, ev: Evaluator, gallery: list[str], extra: dict, seed: int,
     fits = {c: fit_character(uploads[c], figure_mask(uploads[c]), random_character(7 + i, c))
             for i, c in enumerate(tqdm(gallery, desc="fitting pictures", leave=False))}
     dec, eng = game.decoder, game.engine
-    right = {"anchor": 0, "picture": 0, "fitted": 0, "engine": 0, "truth": 0}
+    right = {"anchor": 0, "picture": 0, "fitted": 0, "composed": 0, "engine": 0, "truth": 0}
+    stage = game.decoder.stage
+    if stage is None:
+        raise SystemExit("the model has no stage (animegamer model stage MODEL)")
+    sheets = {c: reference_sheet(specs[c], 256) for c in gallery}
+    cutouts = {c: Sprite(cut_out(sheets[c]), cut_out(sheets[c]).shape[0] / portrait_standing_px(256)) for c in gallery}
     per_shot: list[dict] = []
     total = 0
     for a, (verb, adverb, place, time) in enumerate(tqdm(ACTIONS, desc="actions", leave=False)):
@@ -116,12 +126,15 @@ def probe(game: Game, ev: Evaluator, gallery: list[str], extra: dict, seed: int,
             drawn = dec.draw_from_frame(pred.s_a, truths[c][0])
             stood = render_cutout(sprites[c], place, time, seed=seed + a)  # the picture stood in the scene
             posed = render_action((c,), verb, adverb, place, time, seed=seed + a, extra_cast={c: fits[c].spec})[0]
+            composed = stage.compose(place, time, [cutouts[c]])
             # each shot starts from the picture it is drawn from, as in the game (with the model's source detail)
             shots = {"anchor": dec(drawn, motion_level=pred.motion_level, generator=g, source=truths[c][0]),
                      "picture": dec(dec.draw_from_frame(pred.s_a, stood), motion_level=pred.motion_level,
                                     generator=torch.Generator().manual_seed(seed * 1000 + a), source=stood),
                      "fitted": dec(dec.draw_from_frame(pred.s_a, posed), motion_level=pred.motion_level,
                                    generator=torch.Generator().manual_seed(seed * 1000 + a), source=posed),
+                     "composed": dec(dec.draw_from_frame(pred.s_a, composed), motion_level=pred.motion_level,
+                                     generator=torch.Generator().manual_seed(seed * 1000 + a), source=composed),
                      "engine": dec(pred.s_a, motion_level=pred.motion_level,
                                    generator=torch.Generator().manual_seed(seed * 1000 + a)),
                      "truth": np.repeat(truths[c][:1], TAIL, axis=0)}
@@ -147,6 +160,7 @@ def probe(game: Game, ev: Evaluator, gallery: list[str], extra: dict, seed: int,
         "chance": 1 / len(gallery), "fit": fit_report(specs, fits),
         "fitted - anchor (paired)": paired(per_shot, "fitted", "anchor"),
         "fitted - picture (paired)": paired(per_shot, "fitted", "picture"),
+        "composed - fitted (paired)": paired(per_shot, "composed", "fitted"),
         "fitted - anchor, truth in the pictured outfit (paired)":
             paired([s for s in per_shot if s["default outfit"]], "fitted", "anchor"),
         "fitted - anchor, truth in another outfit (paired)":

@@ -1,7 +1,7 @@
 """How visible are the world's cuts at the level of pixels? (Issue: ingest's cut recall.)
 
     bin/animegamer world render --sessions 40 --turns 5 --seed 9200 --out runs/cuts/w9200
-    .venv/bin/python experiments/cut_visibility.py runs/cuts/w9200 --out docs/results/ingest/cut_visibility.json
+    .venv/bin/python experiments/cut_visibility.py runs/cuts/w9200 --out runs/cuts/cut_visibility_9200.json
 
 For every change of drawing in the world's sessions played one after another (the ingest benchmark's
 film, before it is held on threes and compressed), the motion-compensated change: DIS optical flow

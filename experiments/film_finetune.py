@@ -8,7 +8,7 @@ the shipped model that meets the film's characters only as pictures.
     bin/animegamer recipe film --out runs/film/run --set videos=runs/film/film.mp4 \
         --set annotations=runs/film/annotations.csv
     .venv/bin/python experiments/film_finetune.py eval runs/film/run --cast runs/match/held_cast10.yaml \
-        --out docs/results/ingest/film_finetune.json
+        --out runs/film/film_finetune.json
     # a film in another style (experiments/sprite_film.py): pictures from a folder, graded by a frame
     # classifier trained on another seed of that film (train frames --data), which also grades the place
     .venv/bin/python experiments/film_finetune.py eval RUN --references runs/sprite/film/references \

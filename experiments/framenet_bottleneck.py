@@ -1,7 +1,7 @@
-"""Can FrameNet read its noisy input? Packing designs compared on one protocol (docs/results/framenet.md).
+"""Can FrameNet read its noisy input? Packing designs compared on one protocol (docs/framenet.md).
 
     .venv/bin/python experiments/framenet_bottleneck.py --train runs/data/train400 --test runs/data/w9100 \
-        --steps 150 --out docs/results/framenet/bottleneck.json
+        --steps 150 --out docs/framenet/bottleneck.json
 
 Each design trains from scratch for --steps steps (batch 8, the same shots, crops and noise for every design)
 on 48 x 48 crops around each shot's largest change, with the change parametrization (D = first + 0.5 F).
@@ -25,7 +25,7 @@ from animegamer.training.framenet_data import ActionParts
 from animegamer.world.dataset import WorldDataset
 
 # The packing trained on the GPU (4 frames a map, first level 96: 192 values a cell into 96 channels) is refused
-# by FrameNetConfig since this comparison (its row in docs/results/framenet.md was measured at commit ec9984d+).
+# by FrameNetConfig since this comparison (its row in docs/framenet.md was measured at commit ec9984d+).
 DESIGNS = {
     "group2_w128": dict(group=2, channels=(128, 160, 224)),  # 96 values into 128
     "group1_w64": dict(group=1, channels=(64, 128, 192)),  # 48 values into 64 (DIAMOND: a frame a map)

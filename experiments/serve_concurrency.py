@@ -1,13 +1,13 @@
 """Two games played at the same moment through `animegamer serve` with the shipped model: does each
 come out whole and in order, and what does sharing the machine cost a turn?
 
-    .venv/bin/python experiments/serve_concurrency.py --turns 6 --out docs/results/serving/concurrency.json
+    .venv/bin/python experiments/serve_concurrency.py --turns 6 --out runs/serve_concurrency.json
 
 Starts the API (uvicorn, loopback, a free port) on a temporary store, then plays: (1) one game of
 ``--turns`` turns alone, (2) two games of ``--turns`` turns each from two clients at once, (3) two turns
 of one game sent at the same moment. Checks every game holds exactly its own instructions in order,
 with each turn's states_before equal to the previous turn's states, and reports seconds per turn as
-the client sees it (HTTP included). Page: docs/results/long_sessions.md.
+the client sees it (HTTP included). Page: docs/results.md#long-games-and-games-over-http.
 """
 from __future__ import annotations
 

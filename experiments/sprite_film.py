@@ -1,15 +1,15 @@
 """A film in another style than the world's, with its truth known: Kenney's animated characters (CC0) and
 Luis Zuno's pixel-art streets, as shipped inside the PyPI package ``arcade``, cut into shots.
 
-The world's own films (``bench-ingest``, ``film_finetune.py``) are drawn by the generator the model was
-trained on. A researcher's film is not. This one is: flat vector characters with no outlines, pixel-art and
-tile-built places, a 24 fps film animated on twos and threes, hard cuts, sessions of one character.
-
     pip download arcade==3.3.3 --no-deps -d /tmp/arcade && unzip -q /tmp/arcade/arcade-3.3.3-*.whl -d /tmp/arcade
     .venv/bin/python experiments/sprite_film.py film --assets /tmp/arcade/arcade/resources/assets/images \\
         --sessions 40 --seed 0 --out runs/sprite/film
     bin/animegamer ingest runs/sprite/film/film.mp4 --out runs/sprite/ingested
     .venv/bin/python experiments/sprite_film.py grade runs/sprite/film runs/sprite/ingested
+
+The world's own films (``bench-ingest``, ``film_finetune.py``) are drawn by the generator the model was
+trained on. A researcher's film is not. This one is: flat vector characters with no outlines, pixel-art and
+tile-built places, a 24 fps film animated on twos and threes, hard cuts, sessions of one character.
 
 ``film`` writes ``film.mp4``, ``truth.json`` (every shot: its first frame, length, session, characters,
 action, place, time of day, camera), ``annotations.csv`` (what a person would write of each shot, by time

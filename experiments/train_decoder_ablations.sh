@@ -1,4 +1,8 @@
 #!/usr/bin/env bash
+#   bash experiments/train_decoder_ablations.sh [RUNS_DIR]
+#       (after `bin/animegamer recipe default --out RUNS_DIR` and
+#        `bin/animegamer recipe experiments/recipes/tokens_only_decoder.yaml --out RUNS_DIR`)
+#
 # The paper's decoder ablations, each trained exactly as the full decoder it is compared with
 # (the shipped default decoder of the default recipe (`bin/animegamer recipe default`): runs/decoder_pre + runs/decoder),
 # then graded on the TRUE s_a of the same held-out shots:
@@ -6,8 +10,7 @@
 #   w/o motion level (w/o f_ms): --no-motion-level, same cached features as the full decoder
 #   w/ random frame:             --random-frame, f_v from a random frame of each shot (own cache)
 #
-#   bash experiments/train_decoder_ablations.sh [RUNS_DIR]     (needs RUNS_DIR/{vae,decoder_pre,decoder}
-#                                                           and RUNS_DIR/data/big from that script)
+#   It needs RUNS_DIR/{vae,decoder_pre,decoder} and RUNS_DIR/data/big from those two recipes.
 #
 # Same recipe as the full decoder: 300 steps in which E_a learns with everything else,
 # then 1800 joint steps with E_a frozen (the two ablations run side by side, one core

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+#   bash experiments/train_gc_baseline.sh [RUNS_DIR]    (after `bin/animegamer recipe default --out RUNS_DIR`)
+#
 # The GC baseline of the paper's table ("the LLM writes global captions, text-only context"), built
 # from the same parts and budget as the system it is compared with (the shipped model, the default recipe (`bin/animegamer recipe default`)):
 #
@@ -12,8 +14,7 @@
 #   instructions and the captions it wrote (as text features): text-only context, never a frame.
 #   No phase c, so compare it with the full system's "without adaptation" row as well.
 #
-#   bash experiments/train_gc_baseline.sh [RUNS_DIR]   (needs RUNS_DIR/{vae,decoder_pre/cache,engine_init}
-#                                                   and RUNS_DIR/data/big from train_default.sh)
+#   It needs RUNS_DIR/{vae,decoder_pre/cache,engine_init} and RUNS_DIR/data/big from the default recipe.
 #
 # Every step resumes if interrupted (rerun). About 45 minutes of one core each for the decoder and
 # the engine, which overlap (the engine starts once the decoder's first 300 steps are done).

@@ -3,7 +3,7 @@
 The engine regresses the next shot's first frame (the visual tokens of s_a) with MSE, so it predicts
 the average of what could come next: the place and the light right, and no one in it, because where
 the character stands and how it poses are uncertain. The decoder then draws that average faithfully
-(docs/results/picture.md). A deliberate deviation from the paper, on by default where a model ships
+(docs/history.md#visual-anchors). A deliberate deviation from the paper, on by default where a model ships
 an anchor bank (``ShotDecoder.anchors``), replaces the engine's visual tokens before drawing:
 
 - **continuation**: where the engine's prediction says the place and the light persist (its mean
@@ -33,7 +33,7 @@ an anchor bank (``ShotDecoder.anchors``), replaces the engine's visual tokens be
 
 The engine's text tokens (the motion), its motion level and its state changes are kept. The history
 fed back to the engine carries the s_a each shot was drawn from (``history`` "drawn"): what the player
-saw, and real frames like the true s_a the engine was trained on. Measured: docs/results/picture.md.
+saw, and real frames like the true s_a the engine was trained on. Measured: docs/history.md#visual-anchors.
 
 Each anchor also carries the picture its tokens are (``Anchor.frame``): with the sampler's source
 detail (decoder/source_detail.py) the shot starts from it, past what the autoencoder can draw.
@@ -85,7 +85,7 @@ class AnchorConfig:
     retrieval: bool = True
     # Relative squared distance between the mean visual tokens of the engine's prediction and of the
     # last frame seen, below which the place and light are taken to persist (chosen on a world the
-    # evaluation never plays: experiments/continuation_probe.py).
+    # evaluation never plays: docs/history.md#visual-anchors).
     gate: float = 0.1
     # What a persisting scene continues from: "anchor", the visual tokens the previous turn was drawn
     # from (nothing accumulates; each turn of a scene starts from the same frame), or "frame", the last
@@ -109,7 +109,7 @@ class AnchorConfig:
     # turn's verb in that scene ("reposed"); off, the scene continues from its anchor (its props and layout
     # stay; its pose too) and only retrieval chooses by action. Off by default: the other shot of the place
     # has other props and positions, and the consecutive shots of a scene stopped looking alike
-    # (docs/results/actions.md).
+    # (docs/history.md#anchors-chosen-for-the-action-2026-11-26-shipped).
     repose: bool = False
 
     def __post_init__(self) -> None:

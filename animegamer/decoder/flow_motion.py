@@ -8,7 +8,7 @@ rendered by the world), but the picture decoder (a 10 M-parameter transformer tr
 moves such a picture little: verbs that are a movement (dance, jump, fall) are never seen, and fast
 shots dissolve into texture, because it must draw every moved pixel of every frame anew. Moving the
 TRUE first frame of held-out world shots along their own DIS flow, sampled at the decoder's latent grid,
-keeps who is on screen and shows the verb nearly as often as the true shots do (docs/results/flow_motion.md).
+keeps who is on screen and shows the verb nearly as often as the true shots do (docs/results.md#the-shot-decoder-flow-motion).
 A flow field is smooth and low-dimensional: a small network can learn to draw it where it cannot learn to
 draw the moved pixels.
 

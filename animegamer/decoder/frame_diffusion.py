@@ -3,7 +3,7 @@
 Karras et al. 2022 (EDM) noise levels and input scaling, as DIAMOND uses them for a playable pixel-space
 world model, with one deliberate change of what the network predicts: the CHANGE from the first frame,
 D(x; sigma) = first + change_scale * F, not EDM's mix c_skip * x + c_out * F. Why (measured,
-docs/results/framenet.md): FrameNet packs 4 frames (192 values a grid cell) into a first level of 96
+docs/framenet.md): FrameNet packs 4 frames (192 values a grid cell) into a first level of 96
 channels, so it cannot carry the noise through; with EDM's skip path the denoised frames kept the noise
 the network could not see (at sigma 0.05 it removed a quarter of it) and every extra sampler step made the
 shot noisier. Predicting the change needs no noise carried: what does not change is the first frame itself.
@@ -58,7 +58,7 @@ class EDMConfig:
             raise ValueError(f"EDMConfig: unknown fields {sorted(unknown)}")
         if "prediction" not in d:
             raise ValueError("this FrameNet was trained with EDM's skip mix (c_skip x + c_out F), which this version no "
-                             "longer draws with (docs/results/framenet.md); retrain it, or start a run from it with "
+                             "longer draws with (docs/framenet.md); retrain it, or start a run from it with "
                              "its output layer zeroed")
         return cls(**d)
 

@@ -7,7 +7,7 @@ limbs, the props in the hands. There is no autoencoder: a lossless 4 x 4 space-t
 96 x 144 frame into a 24 x 36 grid of 48 channels, so identity is never lost in a round trip.
 
 Time: each frame to draw is one map of the 2D U-Net (``group`` > 1 packs that many consecutive frames in
-one map's channels, fewer maps but a bottleneck: measured in docs/results/framenet.md); an attention over
+one map's channels, fewer maps but a bottleneck: measured in docs/framenet.md); an attention over
 the maps of a shot at every level ties them together.
 
 Conditioning:
@@ -41,7 +41,7 @@ class FrameNetConfig:
     stem: int = 4  # space-to-depth factor: 96 x 144 -> 24 x 36
     # consecutive frames packed into one map's channels; 1 = a frame a map. Packing 4 frames (192 values a grid
     # cell) into a first level of 96 channels kept the GPU-trained net from reading its input
-    # (docs/results/framenet.md): the first level must be wider than group * 3 * stem^2
+    # (docs/framenet.md): the first level must be wider than group * 3 * stem^2
     group: int = 1
     channels: tuple[int, ...] = (64, 128, 192)  # U-Net widths, one per level (each level halves the grid)
     blocks: int = 2  # residual blocks a level

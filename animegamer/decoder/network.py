@@ -32,7 +32,7 @@ colours but no character (docs/TRAINING.md); with the reference laid over the pa
 engine's predicted s_a drives it at game time and the CFG null branch is still E_a(zeros). It needs
 the visual tokens on the patch grid: n_visual = (h / patch) x (w / patch). Measured (off by
 default): far better shots from the TRUE s_a, worse ones from the engine's predicted s_a, which it
-copies faithfully (docs/results/spatial_reference.md).
+copies faithfully (docs/history.md#a-spatial-reference-for-the-decoder).
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Why (a deliberate addition to the paper's decoder, ``SamplerConfig.source_detail
 draws what its autoencoder can draw, and the default 4x autoencoder (4 latent channels, trained on a
 CPU budget) loses colour and outline: its round trip turns a yellow shirt orange and pink hair beige,
 so a shot drawn from the TRUE representation of a frame is already hard to name
-(docs/results/picture.md). But a shot drawn from an anchor has that frame in full: a true training
+(docs/history.md#source-detail). But a shot drawn from an anchor has that frame in full: a true training
 frame of the bank, or a player's character rendered by the world. So the shot's first frame becomes
 that picture, and every later frame k gets the picture's detail (the picture minus the decoded first
 frame) moved along the decoded shot's own optical flow from frame k back to frame 0 (OpenCV's DIS),

@@ -10,7 +10,7 @@ in scenes, which the re-identification network (`models/character_reid.py`, trai
 characters, none of them these) embeds as it embeds the clips. A clip is named after the nearest
 reference; a second name is added when a second reference is about as near (two characters on screen).
 The network was trained on the world's pictures: it names characters drawn in the world's style, and on
-another film its names are a first guess for a person to check (docs/results/ingest.md measures both).
+another film its names are a first guess for a person to check (docs/results.md#your-own-films measures both).
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@
     animegamer calibrate-levels cache --data WORLD --template-cache DECODER_RUN/cache/val_64 --cache DIR \
         [--split val] [--n 300]
 
-A level-matched decoder (``--shared-noise-by-level``, docs/results/level_noise.md) draws a shot for
+A level-matched decoder (``--shared-noise-by-level``, docs/history.md#a-level-matched-noise-prior-2026-11-24-shipped-that-evening) draws a shot for
 level k from noise that shares r_k of its variance across frames. Sampled from its training
 fractions, the shipped one's pixels move one level too much at levels 1-2 and one level too little
 at levels 4-5. Each r_k acts only on the shots drawn for level k, so each level's sampling fraction
@@ -29,7 +29,7 @@ suit the game: predicted s_a are smoother, and under guidance their shots move d
 ``--knob motion-scale``: the grid holds per-level scales of the sampled latents' frame-to-frame part
 (``SamplerConfig.motion_scale_by_level``) instead, the noise prior kept as the decoder
 has it; ``pack_argument`` is then the value for ``model pack --sample-motion-scale``. No noise prior
-makes the network's level-1 shots calm (docs/results/motion_guidance.md); this damps their flicker.
+makes the network's level-1 shots calm (docs/history.md#motion-guidance-and-a-calibration-on-the-engines-predictions-2026-11-25-shipped); this damps their flicker.
 
     animegamer calibrate-levels anchored --model MODEL --data WORLD [--split train] [--sessions 24] \
         --grid "1:0.4,1;5:1,2" --out FILE.json

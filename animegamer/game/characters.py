@@ -18,7 +18,7 @@ The reference sheet is drawn once, when the character is added. In play (``GameS
 names a custom character is drawn from a composed first frame (`decoder/stage.py`): the character cut out of
 its reference sheet, standing in a stored picture of the place the engine's prediction names, beside the other
 characters the turn names; the decoder animates it from that picture, no training. The world's renderer
-never runs during play. docs/results/custom_characters.md measures how well (when the world drew the frame).
+never runs during play. docs/results.md#your-own-characters measures how well (when the world drew the frame).
 """
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ from scenedetect import AdaptiveDetector, ContentDetector, FrameTimecode
 @dataclass(frozen=True)
 class CutConfig:
     """PySceneDetect's AdaptiveDetector settings. The defaults were chosen on a world film (seed 9200,
-    docs/results/ingest.md); PySceneDetect's own (3.0, 15, no edges) cut less often."""
+    docs/results.md#your-own-films); PySceneDetect's own (3.0, 15, no edges) cut less often."""
 
     adaptive_threshold: float = 2.0  # how many times the surrounding frames' change a cut must exceed
     min_content_val: float = 3.0  # and at least this much change (0..255)

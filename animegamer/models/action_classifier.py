@@ -7,7 +7,7 @@ from the shot (a single frame cannot tell "walk" from "run" or "wave" from "talk
   stacked (3 x num_frames), so its first convolution sees the pose and the change between frames at
   once. A CNN learns the world's small, posed characters from a few thousand shots; the VideoMAE
   below, a transformer from scratch on the same shots, named the verb of only about half of the
-  true held-out shots (docs/results/actions.md).
+  true held-out shots (docs/results.md#how-a-shot-is-graded).
 - "videomae": VideoMAEForVideoClassification over 16 x 16 tubelets (the classifier shipped before).
 
 It is trained on TRUE world shots of the evaluator's data (``animegamer train action``, another seed

@@ -6,7 +6,7 @@ frame (a character covers a small part of it) is projected to a unit vector. Tra
 frames of one character lie close and others apart; the identities themselves are not kept, so it
 compares characters it never saw: a clip against reference pictures (`evaluation/character_match.py`).
 The evaluator's frame classifier, trained on the world's 10 characters, knows those 10 and not
-characters in general (docs/results/ingest.md).
+characters in general (docs/results.md#your-own-films).
 
 Shipped: ``animegamer/weights/evaluator/character_reid/`` (character_reid.json + model.safetensors).
 """

@@ -16,7 +16,7 @@ That is the ceiling of those columns; the evaluator is meant to reach 0.95 on ea
 
 On an ingested film (``animegamer ingest --annotations``) the classes are the film's own characters,
 places and times, as its annotations name them, and it learns from the clips whose annotations say who,
-where and when: the grader of a model fine-tuned on that film (docs/results/ingest.md).
+where and when: the grader of a model fine-tuned on that film (docs/results.md#your-own-films).
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ level too: characters differ in build and gait, places in how much texture the f
 ``AdditiveLevelModel`` adds them without needing a turn per combination: it fits the log flow as a
 sum of per-feature effects (ridge least squares on one-hot features) and maps the predicted log
 flow to the level most frequent among training turns with a similar prediction. It is the better
-estimate of what is predictable (docs/results/engine_level_scene.md), so neither is a ceiling, only a
+estimate of what is predictable (docs/results.md#the-engine), so neither is a ceiling, only a
 reference a learnt engine should reach.
 """
 from __future__ import annotations
