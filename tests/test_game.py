@@ -1,10 +1,13 @@
 """The game session with tiny random models: turns, saved games, crash safety, bad input, export."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 
+from animegamer.core import devices
 from animegamer.core.devices import DeviceError, resolve_device
 from animegamer.engine.model import load_engine, save_engine
 from animegamer.game.session import Game, GameInputError, check_instruction
@@ -182,7 +185,7 @@ def test_terminal_and_cli(game, tmp_path, capsys):
     assert "no playable model" in capsys.readouterr().err
 
 
-def test_device_and_precision(models, tmp_path):
+def test_device_and_precision(models, tmp_path, monkeypatch):
     """Game.load on a device and at a precision; a CUDA GPU is not here, so asking for one is a clear error."""
     engine, decoder = models
     save_engine(engine, tmp_path / "model" / "engine")
@@ -196,6 +199,16 @@ def test_device_and_precision(models, tmp_path):
     assert not fp32.engine.cfg.autocast_bf16 and not fp32.decoder.sampler.autocast
     with pytest.raises(DeviceError, match="unknown precision"):
         Game.load(tmp_path / "model", store=tmp_path / "saves", precision="int4")
+    # not asked: as saved where the CPU has bf16 arithmetic, fp32 where torch would emulate it (slower)
+    saved = decoder.sampler
+    decoder.sampler = dataclasses.replace(saved, autocast=True)
+    decoder.save_pretrained(tmp_path / "model" / "shot_decoder")
+    decoder.sampler = saved  # the module's models stay as they were
+    for native, autocast in ((True, True), (False, False)):
+        monkeypatch.setattr(devices, "native_bf16", lambda: native)
+        chosen = Game.load(tmp_path / "model", store=tmp_path / "saves", cast=CAST)
+        assert chosen.decoder.sampler.autocast == autocast
+        assert chosen.model_info["precision"].startswith("as saved" if native else "fp32 (this CPU")
     with pytest.raises(DeviceError, match="unknown device|only cpu and cuda"):
         resolve_device("tpu")
     if not torch.cuda.is_available():

@@ -2,7 +2,9 @@
 
 ``device``: "cpu", "cuda", "cuda:N" or "auto" (CUDA when torch sees a GPU, else the CPU).
 ``precision``: "fp32" (weights and arithmetic in float32), "bf16" (float32 weights, bfloat16 autocast:
-what the engine and the sampler support), or None (as the model was saved).
+what the engine and the sampler support), or None (as the model was saved, except on a processor that
+has no bfloat16 arithmetic of its own: there torch emulates it, slower than float32, so fp32;
+``default_precision``).
 """
 from __future__ import annotations
 
@@ -46,12 +48,37 @@ def check_precision(precision: str | None) -> str | None:
     return precision
 
 
+def native_bf16() -> bool:
+    """Whether this CPU does bfloat16 arithmetic in hardware (AMX tiles or AVX512-BF16)."""
+    cpu = torch.cpu  # torch's probes are private functions; a torch without them is taken as without
+    return any(getattr(cpu, probe, lambda: False)() for probe in ("_is_amx_tile_supported", "_is_avx512_bf16_supported"))
+
+
+def cpu_kind() -> str:
+    """The processor as the speed figures name it: "AMX", "AVX512-BF16", else torch's vector capability
+    ("AVX512", "AVX2", ...), which then emulates bfloat16."""
+    if getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)():
+        return "AMX"
+    if getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)():
+        return "AVX512-BF16"
+    return torch.backends.cpu.get_cpu_capability()
+
+
+def default_precision(device: torch.device, precision: str | None) -> str | None:
+    """The precision to play at: the one asked for; else on a CPU without native bfloat16, fp32 (its emulated
+    bf16 is slower than fp32); else None (as the model was saved)."""
+    if precision is not None or device.type != "cpu" or native_bf16():
+        return precision
+    return "fp32"
+
+
 def add_device_arguments(parser: argparse.ArgumentParser, quantize: bool = False) -> None:
     """--device and --precision, the same for every command that plays the models; with ``quantize``
     also --quantize (a local engine backbone loaded in 8 or 4 bits)."""
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: %(default)s)")
     parser.add_argument("--precision", default=None, choices=PRECISIONS,
-                        help="fp32, or bf16 autocast (default: as the model was saved)")
+                        help="fp32, or bf16 autocast (default: as the model was saved; fp32 on a CPU without "
+                             "native bf16)")
     if quantize:
         parser.add_argument("--quantize", default=None, choices=QUANTIZE,
                             help="load the engine's local (paper) backbone quantized by bitsandbytes "

@@ -44,7 +44,7 @@ import cv2
 import numpy as np
 import torch
 
-from animegamer.core.devices import check_precision, resolve_device
+from animegamer.core.devices import check_precision, cpu_kind, default_precision, resolve_device
 from animegamer.core.video_io import save_mp4
 from animegamer.decoder.anchors import Anchor, named_characters
 from animegamer.decoder.pipeline import ShotDecoder
@@ -310,7 +310,8 @@ class Game:
              quantize: str | None = None, window: int | None = None, **kw: Any) -> Game:
         """Models from ``path`` (default: the shipped ``animegamer/weights/default``) holding
         ``engine/`` (save_engine) and ``shot_decoder/`` (ShotDecoder.save_pretrained), on ``device``
-        ("cpu", "cuda", "cuda:N", "auto") at ``precision`` ("fp32", "bf16" autocast, None: as saved).
+        ("cpu", "cuda", "cuda:N", "auto") at ``precision`` ("fp32", "bf16" autocast, None: as saved, but fp32
+        on a CPU without native bf16: ``core.devices.default_precision``).
         ``quantize`` ("8bit", "4bit"; None: as trained) loads a local (paper) engine backbone quantized.
         ``window`` (None: the model's own) is how many past turns the engine sees."""
         dev, precision = resolve_device(device), check_precision(precision)
@@ -336,6 +337,7 @@ class Game:
             engine.merge_lora(True)
         engine = engine.to(dev)
         decoder = ShotDecoder.from_pretrained(root / "shot_decoder", device=dev)
+        asked, precision = precision, default_precision(dev, precision)
         if precision is not None:
             engine.cfg.autocast_bf16 = precision == "bf16"
             decoder.sampler = dataclasses.replace(decoder.sampler, autocast=precision == "bf16")
@@ -343,7 +345,9 @@ class Game:
         if info.get("cast") and "cast" not in kw:  # a model fine-tuned on films plays their characters
             kw["cast"] = list(info["cast"])
         return cls(engine, decoder, store, model_info={"path": str(root), "device": str(dev),
-                                                       "precision": precision or "as saved",
+                                                       "precision": (precision or "as saved") + (
+                                                           "" if asked or not precision else
+                                                           f" (this CPU, {cpu_kind()}, has no native bf16)"),
                                                        **({"quantize": q} if (q := engine.cfg.backbone_quantize)
                                                           else {})}, **kw)
 

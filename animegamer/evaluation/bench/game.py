@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from animegamer.core.devices import resolve_device
+from animegamer.core.devices import cpu_kind, resolve_device
 from animegamer.core.resources import current_rss_mb, peak_rss_mb
 from animegamer.game.session import Game
 
@@ -180,7 +180,7 @@ def bench_game(model: str | Path | None = None, turns: int = 6, windows: tuple[i
             "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), "torch": torch.__version__,
             "platform": platform.platform(),
             # the kind of processor decides the precision that pays: AMX tiles make bf16 fast, AVX2 emulates it
-            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "engine_window": k, "turns_per_row": turns,
+            "cpu_capability": cpu_kind(), "engine_window": k, "turns_per_row": turns,
             "decoder": {"steps": dec.sampler.steps, "guidance": dec.sampler.guidance,
                         "autocast_bf16": bool(dec.sampler.autocast)},
             "frames_shape": list(warm.turns[0].frames.shape),
