@@ -18,7 +18,7 @@ from animegamer.evaluation.bench import engine as bench_engine
 from animegamer.evaluation.bench import long_session as bench_long
 from animegamer.evaluation.bench.game import bench_game, format_table
 from animegamer.evaluation.report import format_summary
-from animegamer.evaluation.run import DEFAULT_SEED, parse_ablation, run_eval
+from animegamer.evaluation.run import DEFAULT_SEED, EvalConfig, held_out_world, parse_ablation, run_eval
 
 
 def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = None) -> None:
@@ -102,13 +102,13 @@ def _eval(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    report = run_eval(
-        args.out, sessions=args.sessions, model=args.model, data=args.data,
-        seed=DEFAULT_SEED if args.seed is None else args.seed, turns=args.turns, height=args.height,
-        width=args.width, frames=args.frames, evaluator=args.evaluator, actions=args.action_classifier,
-        ablations=[parse_ablation(a) for a in args.ablation], window_ablations=args.window_ablation,
-        contact_turns=args.contact_turns, fresh=args.fresh, progress=not args.no_progress, command=_command(),
-        device=args.device, precision=args.precision)
+    world = held_out_world(args.sessions, args.turns, DEFAULT_SEED if args.seed is None else args.seed,
+                           args.height, args.width, args.frames)
+    report = run_eval(EvalConfig(
+        args.out, model=args.model, data=args.data, world=world, evaluator=args.evaluator,
+        actions=args.action_classifier, ablations=[parse_ablation(a) for a in args.ablation],
+        window_ablations=args.window_ablation, contact_turns=args.contact_turns, fresh=args.fresh,
+        progress=not args.no_progress, command=_command(), device=args.device, precision=args.precision))
     print(format_summary(report))
     print("PSNR / SSIM / MS-SSIM (*) are a stand-in for DreamSim.")
     for w in report["warnings"]:

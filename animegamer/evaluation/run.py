@@ -1,7 +1,7 @@
 """`animegamer eval`: play held-out world sessions through the game and grade every turn.
 
-    report = run_eval("runs/eval", sessions=20, evaluator="runs/clip_eval",
-                      ablations=[("no adaptation", "models/no_adapt")], window_ablations=[1])
+    report = run_eval(EvalConfig("runs/eval", world=held_out_world(sessions=20), evaluator="runs/clip_eval",
+                                 ablations=[("no adaptation", "models/no_adapt")], window_ablations=[1]))
 
 Held-out data. Without ``data`` the world renders ``sessions`` fresh sessions at a seed no
 training run uses (default 9000) into OUT/world, every one planned as the "test" split, i.e.
@@ -33,6 +33,7 @@ from __future__ import annotations
 import gc
 import json
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -76,13 +77,40 @@ def parse_ablation(text: str) -> tuple[str, str]:
 
 
 # -- held-out world ------------------------------------------------------------------------------
-def prepare_world(out: Path, data: str | Path | None, seed: int, sessions: int, turns: int, height: int = 96,
-                  width: int = 144, frames: int = 17, progress: bool = True
-                  ) -> tuple[WorldDataset, list[list[dict[str, Any]]]]:
-    """(WorldDataset, the first ``sessions`` held-out sessions as lists of turn rows)."""
-
+def held_out_world(sessions: int = 20, turns: int = 5, seed: int = DEFAULT_SEED, height: int = 96, width: int = 144,
+                   frames: int = 17) -> RenderConfig:
+    """The held-out sessions `eval` renders: every one planned as the "test" split (held-out templates)."""
     if sessions < 1:
         raise ValueError(f"--sessions must be >= 1, got {sessions}")
+    return RenderConfig(sessions=sessions, turns=turns, seed=seed, height=height, width=width, frames=frames,
+                        workers=1, split="test")
+
+
+@dataclass
+class EvalConfig:
+    """What `animegamer eval` plays, where it writes, and on what (its command-line options)."""
+
+    out: str | Path
+    model: str | None = None  # the model directory (None: the shipped one)
+    data: str | None = None  # a world dataset whose test split is played; None: render ``world`` into OUT/world
+    world: RenderConfig = field(default_factory=held_out_world)
+    evaluator: str | None = None  # a `train clip` run (None: the shipped evaluator, if there)
+    actions: str | None = None  # an action classifier (None: the one beside the evaluator)
+    ablations: list[tuple[str, str]] = field(default_factory=list)  # (name, model dir) played on the same turns
+    window_ablations: list[int] = field(default_factory=list)  # the model again with these history windows
+    contact_turns: int = 8
+    fresh: bool = False  # replay systems whose graded turns OUT already holds
+    progress: bool = True
+    command: str | None = None  # the command line, recorded in the report
+    device: str = "cpu"
+    precision: str | None = None
+
+
+def prepare_world(out: Path, data: str | Path | None, render: RenderConfig, progress: bool = True
+                  ) -> tuple[WorldDataset, list[list[dict[str, Any]]]]:
+    """(WorldDataset, the first ``render.sessions`` held-out sessions as lists of turn rows): ``data``'s test
+    split, or ``render``'s sessions rendered into OUT/world (reused when it holds them)."""
+    sessions = render.sessions
     if data is not None:
         world = WorldDataset(data)
         held = world.sessions("test")
@@ -93,19 +121,17 @@ def prepare_world(out: Path, data: str | Path | None, seed: int, sessions: int, 
             print(f"[eval] {data} has only {len(held)} test sessions (asked for {sessions})")
         return world, held[:sessions]
     root = out / "world"
-    cfg = RenderConfig(sessions=sessions, turns=turns, seed=seed, height=height, width=width, frames=frames,
-                       workers=1, split="test")
     if (root / "meta.json").exists():
         world = WorldDataset(root)
         m = world.meta
-        want = {"seed": seed, "sessions": sessions, "max_turns": turns, "height": height, "width": width,
-                "frames": frames, "split": "test"}
+        want = {"seed": render.seed, "sessions": sessions, "max_turns": render.turns, "height": render.height,
+                "width": render.width, "frames": render.frames, "split": render.split}
         got = {k: m.get(k) for k in want}
         if got != want:
             raise FileExistsError(f"{root} holds another held-out world ({got}, asked for {want}); "
                                   "choose another --out or delete it")
     else:
-        render_dataset(cfg, root, progress=progress)
+        render_dataset(render, root, progress=progress)
         world = WorldDataset(root)
     return world, world.sessions("test")[:sessions]
 
@@ -327,24 +353,19 @@ def build_systems(model: str | None, ablations: list[tuple[str, str]], window_ab
     return specs
 
 
-def run_eval(out: str | Path, sessions: int = 20, model: str | None = None, data: str | None = None,
-             seed: int = DEFAULT_SEED, turns: int = 5, height: int = 96, width: int = 144, frames: int = 17,
-             evaluator: str | None = None, actions: str | None = None, ablations: list[tuple[str, str]] | None = None,
-             window_ablations: list[int] | None = None, contact_turns: int = 8, fresh: bool = False,
-             progress: bool = True, command: str | None = None, device: str = "cpu",
-             precision: str | None = None) -> dict[str, Any]:
+def run_eval(cfg: EvalConfig) -> dict[str, Any]:
     """Play, grade and report (OUT/eval.json, eval.md, eval.png, contact_sheet.png); returns the report.
-    ``device`` / ``precision``: where the systems play (core/devices.py); the grading runs on the CPU."""
+    ``cfg.device`` / ``cfg.precision``: where the systems play (core/devices.py); the grading runs on the CPU."""
 
-    out = Path(out)
-    specs = build_systems(model, list(ablations or []), list(window_ablations or []))
+    out, model, device, precision, progress = Path(cfg.out), cfg.model, cfg.device, cfg.precision, cfg.progress
+    specs = build_systems(model, list(cfg.ablations), list(cfg.window_ablations))
     t_start = time.perf_counter()
     main_game = Game.load(model, store=out / "games" / slug(MAIN), device=device,  # fails fast, before any rendering
                           precision=precision)
-    world, held = prepare_world(out, data, seed, sessions, turns, height, width, frames, progress)
-    world_seed = int(world.meta.get("seed", seed))
-    ev_path = evaluator or (DEFAULT_EVALUATOR if DEFAULT_EVALUATOR.is_dir() else None)
-    ev = Evaluator.load(ev_path, actions) if ev_path else None
+    world, held = prepare_world(out, cfg.data, cfg.world, progress)
+    world_seed = int(world.meta.get("seed", cfg.world.seed))
+    ev_path = cfg.evaluator or (DEFAULT_EVALUATOR if DEFAULT_EVALUATOR.is_dir() else None)
+    ev = Evaluator.load(ev_path, cfg.actions) if ev_path else None
     warnings: list[str] = []
     if ev is None:
         warnings.append("no evaluator (--evaluator CLIP_RUN): CLIP-I, CLIP-T and the zero-shot columns are empty")
@@ -360,7 +381,7 @@ def run_eval(out: str | Path, sessions: int = 20, model: str | None = None, data
     results: list[SystemResult] = []
     for spec in specs:
         fp = _fingerprint(spec, world, held, ev, device, precision)
-        cached = None if fresh else _load_cached(out, spec, fp)
+        cached = None if cfg.fresh else _load_cached(out, spec, fp)
         if cached is not None:
             print(f"[eval] {spec.name}: reusing {len(cached)} graded turns from {out / 'systems'}")
             results.append(SystemResult(spec, cached, reused=True))
@@ -376,6 +397,6 @@ def run_eval(out: str | Path, sessions: int = 20, model: str | None = None, data
         del game
         gc.collect()
     refs = reference_rows(held, scorer)
-    report = write_outputs(out, results, refs, world, held, ev, warnings, contact_turns,
-                           command=command, seconds=time.perf_counter() - t_start)
+    report = write_outputs(out, results, refs, world, held, ev, warnings, cfg.contact_turns,
+                           command=cfg.command, seconds=time.perf_counter() - t_start)
     return report
