@@ -62,6 +62,7 @@ from animegamer.world.cast import load_cast
 from animegamer.world.character_fit import fit_character
 from animegamer.world.character_gen import held_out_characters, random_character, reference_sheet
 from animegamer.world.preview import save_png
+from animegamer.world.instructions import Action
 from animegamer.world.shot import render_action, render_cutout
 from animegamer.world.stage_art import portrait_standing_px
 
@@ -115,7 +116,7 @@ def probe(game: Game, ev: Evaluator, gallery: list[str], extra: dict, seed: int,
     per_shot: list[dict] = []
     total = 0
     for a, (verb, adverb, place, time) in enumerate(tqdm(ACTIONS, desc="actions", leave=False)):
-        truths = {c: render_action((c,), verb, adverb, place, time, seed=seed + a, extra_cast=extra) for c in gallery}
+        truths = {c: render_action(Action((c,), verb, adverb, place, time), seed=seed + a, extra_cast=extra) for c in gallery}
         truth_emb = torch.stack([_embed(ev, truths[c]) for c in gallery])  # (G, E)
         reid_truth = torch.stack([reid.embed(truths[c][-TAIL:]) for c in gallery]) if reid is not None else None
         motion = f"{adverb} {verb}".strip().replace("_", " ")
@@ -125,7 +126,7 @@ def probe(game: Game, ev: Evaluator, gallery: list[str], extra: dict, seed: int,
             g = torch.Generator().manual_seed(seed * 1000 + a)  # the same noise for every character
             drawn = dec.draw_from_frame(pred.s_a, truths[c][0])
             stood = render_cutout(sprites[c], place, time, seed=seed + a)  # the picture stood in the scene
-            posed = render_action((c,), verb, adverb, place, time, seed=seed + a, extra_cast={c: fits[c].spec})[0]
+            posed = render_action(Action((c,), verb, adverb, place, time), seed=seed + a, extra_cast={c: fits[c].spec})[0]
             composed = stage.compose(place, time, [cutouts[c]])
             # each shot starts from the picture it is drawn from, as in the game (with the model's source detail)
             shots = {"anchor": dec(drawn, motion_level=pred.motion_level, generator=g, source=truths[c][0]),
@@ -144,7 +145,7 @@ def probe(game: Game, ev: Evaluator, gallery: list[str], extra: dict, seed: int,
                             for k, frames in shots.items()}
             for k in right:
                 right[k] += outcome[k]
-            plain = render_action((c,), verb, adverb, place, time, seed=seed + a,
+            plain = render_action(Action((c,), verb, adverb, place, time), seed=seed + a,
                                   extra_cast={c: dataclasses.replace(specs[c], outfit_variants=())})[0]
             # whether the truth wears the outfit its reference picture shows, or one of its other outfits
             per_shot.append({"character": c, "action": verb, "default outfit": bool(np.array_equal(plain, truths[c][0])),

@@ -16,6 +16,7 @@ from animegamer.world.character_gen import (
     random_character,
     reference_sheet,
 )
+from animegamer.world.instructions import Action
 from animegamer.world.shot import render_action
 
 
@@ -60,8 +61,8 @@ def test_world_characters_cli(tmp_path, capsys):
 
 def test_a_drawn_character_is_rendered_in_the_world():
     neko = random_character(11, "Neko")
-    frames = render_action(("Neko",), "wave", "", "meadow", "day", seed=3, extra_cast={"Neko": neko})
-    other = render_action(("Qiqi",), "wave", "", "meadow", "day", seed=3)
+    frames = render_action(Action(("Neko",), "wave", "", "meadow", "day"), seed=3, extra_cast={"Neko": neko})
+    other = render_action(Action(("Qiqi",), "wave", "", "meadow", "day"), seed=3)
     assert frames.shape == (17, 96, 144, 3) and not np.array_equal(frames, other)
     same_background = (frames[0] == other[0]).all(-1).mean()
     assert 0.8 < same_background < 1.0  # the same place, a different character in it

@@ -18,6 +18,7 @@ from animegamer.models.character_reid import REID_DIR, CharacterReID
 from animegamer.world.cast import load_cast
 from animegamer.world.character_gen import character_entry, random_character, reference_sheet
 from animegamer.world.dataset import RenderConfig, WorldDataset, render_dataset
+from animegamer.world.instructions import Action
 from animegamer.world.shot import render_action
 
 torch.set_num_threads(1)
@@ -56,7 +57,7 @@ def test_the_shipped_network_names_world_clips_by_reference_sheets():
     gallery = ReferenceGallery.from_pictures({n: reference_sheet(cast[n], 256) for n in names}, reid)
     right = 0
     for n in names:
-        clip = render_action((n,), "walk", "", "countryside", "day", seed=7)
+        clip = render_action(Action((n,), "walk", "", "countryside", "day"), seed=7)
         who, scores = gallery.name(clip)
         right += who[0] == n
         assert len(scores) == len(who) and all(-1 <= s <= 1 for s in scores)

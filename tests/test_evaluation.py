@@ -62,10 +62,11 @@ def evaluator(tiny):
 
 @pytest.fixture(scope="module")
 def clips():
+    from animegamer.world.instructions import Action
     from animegamer.world.shot import render_action
 
-    run = render_action(("Qiqi",), "run", "quickly", "town", "day", seed=0, height=H, width=W, n_frames=T)
-    sit = render_action(("Mika",), "sit", "calmly", "beach", "night", seed=1, height=H, width=W, n_frames=T)
+    run = render_action(Action(("Qiqi",), "run", "quickly", "town", "day"), seed=0, height=H, width=W, n_frames=T)
+    sit = render_action(Action(("Mika",), "sit", "calmly", "beach", "night"), seed=1, height=H, width=W, n_frames=T)
     return run, sit
 
 

@@ -12,6 +12,7 @@ from animegamer.models.frame_classifier import PRESETS as BACKBONES
 from animegamer.models.frame_classifier import FrameClassifier
 from animegamer.training.fit_frame_classifier import FramesModule, PRESETS, build_module, gaussian_blur, world_labels
 from animegamer.world.dataset import collate_shots
+from animegamer.world.instructions import Action
 from animegamer.world.shot import render_action
 
 torch.set_num_threads(1)
@@ -19,7 +20,7 @@ torch.set_num_threads(1)
 
 @pytest.fixture(scope="module")
 def shot():
-    return render_action(("Qiqi",), "run", "quickly", "town", "day", seed=0, height=48, width=72, n_frames=5)
+    return render_action(Action(("Qiqi",), "run", "quickly", "town", "day"), seed=0, height=48, width=72, n_frames=5)
 
 
 def test_sharpness_falls_with_blur_and_is_zero_for_flat_frames(shot):
@@ -79,8 +80,8 @@ def test_read_picture_grades_against_the_turn(shot):
 
 def test_frames_module_learns_a_fixed_batch():
     """The three losses fall on a fixed batch of two shots (tiny backbone, a few steps)."""
-    shots = [render_action(("Qiqi",), "walk", "slowly", "town", "day", seed=1, height=48, width=72, n_frames=5),
-             render_action(("Mika",), "sit", "calmly", "beach", "night", seed=2, height=48, width=72,
+    shots = [render_action(Action(("Qiqi",), "walk", "slowly", "town", "day"), seed=1, height=48, width=72, n_frames=5),
+             render_action(Action(("Mika",), "sit", "calmly", "beach", "night"), seed=2, height=48, width=72,
                            n_frames=5)]
     rows = [{"motion_text": "x", "caption": "x", "motion_level": 1, "characters": list(c), "place": p, "motion": v,
              "time": t} for c, p, v, t in ((("Qiqi",), "town", "walk", "day"), (("Mika",), "beach", "sit", "night"))]

@@ -48,6 +48,7 @@ def test_shipped_evaluator_names_who_where_and_when_in_true_shots():
     shots of a world it never saw: it must name the characters, place and time of nearly all."""
     from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR
     from animegamer.models.frame_classifier import FrameClassifier
+    from animegamer.world.instructions import Action
     from animegamer.world.shot import render_action
 
     clf = FrameClassifier.from_pretrained(FrameClassifier.find(DEFAULT_EVALUATOR))
@@ -57,7 +58,7 @@ def test_shipped_evaluator_names_who_where_and_when_in_true_shots():
              (("Aiko",), "dance", "happily", "countryside", "sunset"), (("Jun",), "eat", "gently", "town", "night")]
     right = {"characters": 0, "place": 0, "time": 0}
     for i, (chars, verb, adverb, place, time) in enumerate(cases):
-        seen = clf.read_shot(render_action(chars, verb, adverb, place, time, seed=100 + i), len(chars))
+        seen = clf.read_shot(render_action(Action(chars, verb, adverb, place, time), seed=100 + i), len(chars))
         right["characters"] += seen["characters"] == sorted(chars)
         right["place"] += seen["place"] == place
         right["time"] += seen["time"] == time

@@ -2,13 +2,14 @@
 import numpy as np
 
 from animegamer.world.flow import MotionQuantizer, flow_magnitude
+from animegamer.world.instructions import Action
 from animegamer.world.shot import render_action
 
 CAST = ("Qiqi", "Ren", "Hana", "Kaito")
 
 
 def _mean_flow(verb: str, adverb: str, stamina: int = 50, place: str = "meadow") -> float:
-    return float(np.mean([flow_magnitude(render_action((c,), verb, adverb, place, "day", seed=i, stamina=stamina))
+    return float(np.mean([flow_magnitude(render_action(Action((c,), verb, adverb, place, "day"), seed=i, stamina=stamina))
                           for i, c in enumerate(CAST)]))
 
 
@@ -20,8 +21,8 @@ def test_motion_grows_with_adverb_intensity():
 
 def test_motion_levels_order_on_a_batch():
     q = MotionQuantizer.load()
-    slow = [q.level(flow_magnitude(render_action((c,), "run", "slowly", "town", "day", seed=i))) for i, c in enumerate(CAST)]
-    fast = [q.level(flow_magnitude(render_action((c,), "run", "quickly", "town", "day", seed=i))) for i, c in enumerate(CAST)]
+    slow = [q.level(flow_magnitude(render_action(Action((c,), "run", "slowly", "town", "day"), seed=i))) for i, c in enumerate(CAST)]
+    fast = [q.level(flow_magnitude(render_action(Action((c,), "run", "quickly", "town", "day"), seed=i))) for i, c in enumerate(CAST)]
     assert np.mean(fast) > np.mean(slow)
 
 

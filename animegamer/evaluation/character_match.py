@@ -25,6 +25,7 @@ from animegamer.game.characters import figure_mask, read_picture
 from animegamer.models.character_reid import CharacterReID
 from animegamer.world.character_fit import fit_character
 from animegamer.world.character_gen import random_character
+from animegamer.world.instructions import Action
 from animegamer.world.shot import render_action
 
 GALLERY_ACTIONS = (("wave", "", "meadow", "day"), ("walk", "", "town", "day"), ("read", "calmly", "bedroom", "night"),
@@ -53,7 +54,7 @@ class ReferenceGallery:
         for i, (name, picture) in enumerate(tqdm(pictures.items(), desc="references", disable=not progress)):
             fit = fit_character(picture, figure_mask(picture), random_character(i, name))
             errors[name] = fit.error
-            frames = np.concatenate([render_action((name,), verb, adverb, place, time, height=h, width=w, seed=k,
+            frames = np.concatenate([render_action(Action((name,), verb, adverb, place, time), height=h, width=w, seed=k,
                                                    extra_cast={name: fit.spec})[::EVERY]
                                      for k, (verb, adverb, place, time) in enumerate(GALLERY_ACTIONS)])
             embs.append(reid.embed(frames))

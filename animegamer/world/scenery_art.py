@@ -9,6 +9,7 @@ numbers at every time of day, so day, sunset and night show the same houses, tre
 from __future__ import annotations
 
 import zlib
+from typing import NamedTuple
 
 import cv2
 import numpy as np
@@ -136,9 +137,22 @@ def _paint_sky(L: Layer, c: PaintCtx, spec: PlaceSpec, seed: int, n_clouds: int 
         L.soft_blob(m, int(cx), int(cy), lit, 0.45)
 
 
-def _window_grid(L: Layer, c: PaintCtx, x0, y0, cols, rows, ww, wh, gapx, gapy, rng, frame: RGB | None, glass: RGB,
-                 lit_p: float = 0.55):
+class WindowGrid(NamedTuple):
+    """Rows x cols windows of ww x wh from (x0, y0), gapx / gapy apart (pixels)."""
+
+    x0: float
+    y0: float
+    cols: int
+    rows: int
+    ww: float
+    wh: float
+    gapx: float
+    gapy: float
+
+
+def _window_grid(L: Layer, c: PaintCtx, grid: WindowGrid, rng, frame: RGB | None, glass: RGB, lit_p: float = 0.55):
     s = c.s
+    x0, y0, cols, rows, ww, wh, gapx, gapy = grid
     for r in range(rows):
         for k in range(cols):
             wx, wy = x0 + k * (ww + gapx), y0 + r * (wh + gapy)
@@ -216,7 +230,7 @@ def _town(c: PaintCtx, spec: PlaceSpec, Ls: dict[str, Layer], seed: int):
         glass = c.tint_fn((150, 195, 230))
         cols = max(2, int((bw - 6 * s) / (9 * s)))
         gap = (bw - 6 * s - cols * 5 * s) / max(1, cols - 1)
-        _window_grid(L, c, x + 3 * s, top + 3.5 * s, cols, floors - 1, 5 * s, 6 * s, gap, fh - 6 * s, rng,
+        _window_grid(L, c, WindowGrid(x + 3 * s, top + 3.5 * s, cols, floors - 1, 5 * s, 6 * s, gap, fh - 6 * s), rng,
                      c.tint_fn((250, 250, 245)), glass)
         if rng.random() < 0.55:  # shop: awning + big window
             aw = c.tint_fn(roofs[int(rng.integers(len(roofs)))])

@@ -225,12 +225,12 @@ def render_session(seed: int, index: int, n_turns: int, height: int = 96, width:
         yield Shot(frames=frames, row=turn_row(plan, turn))
 
 
-def render_action(characters: tuple[str, ...], verb: str, adverb: str, place: str, time: str, seed: int = 0,
-                  camera: str | None = None, stamina: int = 50, height: int = 96, width: int = 144,
-                  n_frames: int = 17, fps: int = 8, extra_cast: dict[str, CharacterSpec] | None = None) -> np.ndarray:
-    """Render one action outside any session (tests, demos, ground truth for a given action).
-    ``extra_cast``: characters beyond the cast file's (e.g. drawn by world/character_gen.py)."""
-
+def render_action(action: Action, seed: int = 0, camera: str | None = None, stamina: int = 50, height: int = 96,
+                  width: int = 144, n_frames: int = 17, fps: int = 8,
+                  extra_cast: dict[str, CharacterSpec] | None = None) -> np.ndarray:
+    """Render one action (who, verb, adverb, place, time) outside any session (tests, demos, ground truth for a
+    given action). ``extra_cast``: characters beyond the cast file's (e.g. drawn by world/character_gen.py)."""
+    characters, verb, adverb, place, time = action.characters, action.verb, action.adverb, action.place, action.time
     cast, places = {**load_cast(), **(extra_cast or {})}, load_places()
     motions, adverbs = load_motions()
     unknown = [c for c in characters if c not in cast]
