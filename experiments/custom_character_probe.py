@@ -55,12 +55,12 @@ from tqdm import tqdm
 from animegamer.core.atomic_io import write_json
 from animegamer.decoder.stage import Sprite
 from animegamer.evaluation.evaluator import Evaluator
-from animegamer.game.characters import CustomCharacter, cut_out, figure_mask
+from animegamer.game.characters import cut_out, figure_mask
 from animegamer.game.session import Game
 from animegamer.models.character_reid import REID_DIR, CharacterReID
 from animegamer.world.cast import load_cast
 from animegamer.world.character_fit import fit_character
-from animegamer.world.character_gen import held_out_characters, random_character, reference_sheet
+from animegamer.world.character_gen import character_entry, held_out_characters, random_character, reference_sheet
 from animegamer.world.preview import save_png
 from animegamer.world.instructions import Action
 from animegamer.world.shot import render_action, render_cutout
@@ -217,7 +217,13 @@ def colour_test(model: str | None, characters: list, instructions: tuple[str, ..
         for j, version in enumerate((spec, recoloured(spec))):
             game = Game.load(model, store=store / f"{k}_{j}")
             neko = dataclasses.replace(version, name="Neko")
-            game.custom = {"Neko": CustomCharacter("Neko", neko.description, neko, [], 0.0)}
+            sheet = io.BytesIO()
+            Image.fromarray(reference_sheet(neko, 256)).save(sheet, format="PNG")
+            # kept in the book as `characters add` keeps one: the game stands it in play from its reference sheet
+            game.characters.adopt("Neko", {"description": neko.description, "entry": character_entry(neko),
+                                           "understood": [], "picture": False, "created_at": 0.0},
+                                  sheet.getvalue(), None)
+            game.custom = game.characters.characters()
             game.cast.append("Neko")
             session = game.new_session(["Neko"], seed=100 + k)
             frames = np.concatenate([session.step(t).frames for t in instructions])
