@@ -74,6 +74,8 @@ def test_the_game_composes_only_what_no_stored_shot_shows(models, tmp_path):
         assert a.source == "composed" and a.scene == ("beach", "day") and a.entry is None
         drawn, a = game.composed_anchor(s_a, ["Qiqi", "Ren", "Mika"], shown)  # three: never filmed together
         assert a.source == "composed" and a.scene == ("forest", "night")
+        film = Anchor(tokens, "retrieved", 0.5, 0, None, "hug", ("castle", "dawn"))  # a place the stage has not
+        assert game.composed_anchor(s_a, ["Qiqi", "Ren", "Mika"], film) is None
         continued = Anchor(tokens, "continued", 0.05)
         assert game.composed_anchor(s_a, ["Qiqi", "Ren", "Mika"], continued) is None  # the scene goes on
         game.decoder.stage = None  # a model packed without a stage draws what the bank has

@@ -401,7 +401,10 @@ class Game:
         scene = chosen.scene if chosen is not None and chosen.scene else shown_scene
         if not custom and entry and sorted(entry["characters"]) == sorted(named) and shown_scene == scene:
             return None  # a stored shot shows them, there
-        if stage is not None and not stage.has(*scene):  # no scene named (a model without anchors): a default one
+        if stage is not None and not stage.has(*scene):
+            if scene != (None, None) and not custom:
+                return None  # a place the stage has no picture of (a film's): the stored shot stands
+            # no place named (a model without anchors), or none the stage has, for a player's own character
             scene = ("meadow", "day") if stage.has("meadow", "day") else next(iter(stage.places))
         missing = [c for c in named if c not in self.custom and c not in (stage.sprites if stage else {})]
         if stage is None or missing:
