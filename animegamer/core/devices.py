@@ -48,20 +48,20 @@ def check_precision(precision: str | None) -> str | None:
     return precision
 
 
-def native_bf16() -> bool:
-    """Whether this CPU does bfloat16 arithmetic in hardware (AMX tiles or AVX512-BF16)."""
-    cpu = torch.cpu  # torch's probes are private functions; a torch without them is taken as without
-    return any(getattr(cpu, probe, lambda: False)() for probe in ("_is_amx_tile_supported", "_is_avx512_bf16_supported"))
+BF16_KINDS = {"_is_amx_tile_supported": "AMX", "_is_avx512_bf16_supported": "AVX512-BF16"}  # torch's probes
 
 
 def cpu_kind() -> str:
-    """The processor as the speed figures name it: "AMX", "AVX512-BF16", else torch's vector capability
-    ("AVX512", "AVX2", ...), which then emulates bfloat16."""
-    if getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)():
-        return "AMX"
-    if getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)():
-        return "AVX512-BF16"
-    return torch.backends.cpu.get_cpu_capability()
+    """The processor as the speed figures name it: "AMX", "AVX512-BF16" (bfloat16 in hardware), else torch's
+    vector capability ("AVX512", "AVX2", ...), which then emulates bfloat16. torch's probes are private
+    functions; a torch without them is taken as without."""
+    return next((kind for probe, kind in BF16_KINDS.items() if getattr(torch.cpu, probe, lambda: False)()),
+                torch.backends.cpu.get_cpu_capability())
+
+
+def native_bf16() -> bool:
+    """Whether this CPU does bfloat16 arithmetic in hardware (AMX tiles or AVX512-BF16)."""
+    return cpu_kind() in BF16_KINDS.values()
 
 
 def default_precision(device: torch.device, precision: str | None) -> str | None:
