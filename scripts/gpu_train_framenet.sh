@@ -8,7 +8,8 @@
 #   .gpu/init/      with --init: the run to continue (INIT=.gpu/init)
 # The repository's own weights (92 MB) are over what travels (64 MiB): take them out of the index for the call
 # (git rm -r --cached animegamer/weights, listed in .git/info/exclude) and put them back after (git reset).
-# Usage: [SEED=1000 INIT=.gpu/init EMA=0.999 BATCH=64] bash scripts/gpu_train_framenet.sh SECONDS SESSIONS
+# Usage: [SEED=1000 INIT=.gpu/init EMA=0.999 BATCH=64 EDM='{"prediction": "residual"}'] \
+#   bash scripts/gpu_train_framenet.sh SECONDS SESSIONS   (EDM: a run from scratch only)
 # (results under $OUT, or ./gpu_out: fp16 shards of at most 15 MB, config.json, log.jsonl)
 set -euo pipefail
 SECONDS_TRAIN="${1:-300}"
@@ -19,12 +20,14 @@ DEVICE="${DEVICE:-cuda}"
 BATCH="${BATCH:-64}"
 SEED="${SEED:-1000}"
 INIT="${INIT:-}"  # a run to continue from (its final/ or a folder with config.json + model.safetensors)
+EDM="${EDM:-}"  # JSON overrides of EDMConfig for a run from scratch (a continued run keeps its own)
 mkdir -p "$OUT"
 "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 nvidia-smi --query-gpu=name,memory.total --format=csv | tee "$OUT/gpu.txt" || true
 WORKERS=$(( $(nproc) - 1 ))
 "$PY" -m animegamer train framenet --render-sessions "$SESSIONS" --render-seed "$SEED" --render-workers "$WORKERS" ${INIT:+--init "$INIT"} \
+    ${EDM:+--edm "$EDM"} \
     --decoder .gpu/decoder --out /tmp/framenet --device "$DEVICE" --mixed-precision bf16 --batch-size "$BATCH" --lr 4e-4 \
     --warmup-steps 300 --ema-decay "${EMA:-0.999}" --num-workers 10 --save-every 100000 --log-every 50 \
     --max-seconds "$SECONDS_TRAIN" --no-progress 2>&1 | tee "$OUT/train.txt"

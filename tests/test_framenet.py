@@ -182,3 +182,54 @@ def test_train_framenet_on_a_world_then_grade_it(tmp_path):
                      "--steps", "1", "--no-shipped", "--out", str(report)]) == 0
     systems = json.loads(report.read_text())["systems"]
     assert set(systems) == {"truth", "framenet"} and 0 <= systems["framenet"]["new_content"]["mean"] <= 1
+    # EDM on the change from the first frame: the run draws with the sampler of its parametrization
+    crop = ["train", "framenet", "--preset", "tiny", "--data", str(world), "--out", str(tmp_path / "crop"),
+            "--no-progress", "--text-table", str(tmp_path / "table.safetensors"),
+            "--edm", json.dumps({"prediction": "residual", "sigma_data": 0.25})]
+    assert cli_main(crop) == 0
+    run = FrameDenoiser.from_pretrained(tmp_path / "crop")
+    assert (run.net.config.height, run.edm.prediction, run.sampler.sigma_min) == (96, "residual", 0.002)
+    with pytest.raises(SystemExit, match="from scratch"):
+        cli_main(crop[:-2] + ["--init", str(tmp_path / "run"), "--edm", "{}", "--out", str(tmp_path / "x")])
+
+
+def test_residual_edm_reads_its_input_by_construction_and_learns():
+    """EDM on the change from the first frame: at a small sigma D is the noisy input itself (the skip path), at a
+    large one the first frame plus the network's change; a moving shot's loss falls in training."""
+    torch.manual_seed(0)
+    edm = EDMConfig(prediction="residual", sigma_data=0.25, p_mean=-1.0, p_std=0.5)
+    d = FrameDenoiser(FrameNet(frame_net_preset("tiny")), edm)
+    first, s_a, level = inputs()
+    cfg = d.net.config
+    frames = torch.stack([first.roll(t, dims=-1) for t in range(cfg.frames)], dim=1)  # (B, T, 3, H, W)
+    x = frames[:, 1:] + 0.001 * torch.randn_like(frames[:, 1:])
+    with torch.no_grad():
+        low = d.denoise(x, torch.full((2,), 0.001), first, s_a, level, torch.zeros(2))
+        high = d.denoise(x, torch.full((2,), 50.0), first, s_a, level, torch.zeros(2))
+    assert float((low - x).abs().max()) < 1e-3  # conv_out is zero at init: only the skip path speaks
+    torch.testing.assert_close(high, first[:, None].expand_as(high), atol=0.01, rtol=0)
+    opt = torch.optim.AdamW(d.parameters(), lr=3e-3)
+    losses = []
+    for step in range(60):
+        torch.manual_seed(step % 4)
+        loss, _ = d({"frames": frames, "s_a": s_a, "motion_level": level})
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    assert np.mean(losses[-8:]) < 0.5 * np.mean(losses[:8])
+    with pytest.raises(ValueError, match="prediction must be one of"):
+        EDMConfig(prediction="x0")
+
+
+def test_the_net_draws_any_size_its_levels_divide():
+    """Convolutions and attention over time only: a run graded on crops (experiments/) draws whole frames."""
+    d = tiny().eval()
+    cfg = d.net.config
+    first, s_a, level = inputs()
+    big = torch.rand(2, 3, 2 * cfg.height, 3 * cfg.width) * 2 - 1  # the tiny net's levels divide 4
+    x = torch.randn(2, cfg.frames - 1, 3, 2 * cfg.height, 3 * cfg.width)
+    assert d.denoise(x, torch.ones(2), big, s_a, level, torch.zeros(2)).shape == x.shape
+    assert sample_frames(d, big, s_a, level, FrameSamplerConfig(steps=1)).shape == x.shape
+    with pytest.raises(ValueError, match="multiples of 4"):
+        d.denoise(x[..., :-2], torch.ones(2), big[..., :-2], s_a, level, torch.zeros(2))

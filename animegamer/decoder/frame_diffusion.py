@@ -28,6 +28,9 @@ CONFIG_NAME = "config.json"  # {"model_config": {"net", "edm"}, "sampler"?}: als
 WEIGHTS_NAME = "model.safetensors"
 
 
+PREDICTIONS = ("change", "residual")
+
+
 @dataclass
 class EDMConfig:
     sigma_data: float = 0.5
@@ -38,18 +41,19 @@ class EDMConfig:
     rho: float = 7.0
     aug_max: float = 0.1  # first-frame noise augmentation in training: sigma ~ U(0, aug_max)
     cond_dropout: float = 0.0  # share of samples trained with s_a zeroed (unused by the shipped sampler)
-    # what the network predicts: "change", D = first + change_scale * F (the only one drawn with; runs trained
-    # with EDM's own skip mix, before 2026-11-26 evening, have no such field and are refused)
+    # what the network predicts: "change", D = first + change_scale * F; "residual", EDM on the change from the
+    # first frame, D = first + c_skip r + c_out F(c_in r) with r = x - first and sigma_data the change's scale.
+    # Runs trained with EDM's own skip mix on x (before 2026-11-26 evening) have no such field and are refused.
     prediction: str = "change"
-    change_scale: float = 0.5  # D = first + change_scale * F: F's target has about unit scale
-    max_weight: float = 5.0  # loss weight min(sigma_data^2 / sigma^2, max_weight) (min-SNR weighting)
+    change_scale: float = 0.5  # "change": D = first + change_scale * F: F's target has about unit scale
+    max_weight: float = 5.0  # "change": loss weight min(sigma_data^2 / sigma^2, max_weight) (min-SNR weighting)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def __post_init__(self) -> None:
-        if self.prediction != "change":
-            raise ValueError(f"EDMConfig.prediction must be 'change', got {self.prediction!r}")
+        if self.prediction not in PREDICTIONS:
+            raise ValueError(f"EDMConfig.prediction must be one of {PREDICTIONS}, got {self.prediction!r}")
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "EDMConfig":
@@ -89,6 +93,13 @@ class FrameSamplerConfig:
         return cls(**d)
 
 
+def sampler_for(edm: EDMConfig) -> FrameSamplerConfig:
+    """How a run draws when it was saved without sampler settings: "change" runs stop at sigma 0.2, where the
+    network's estimate is the shot; "residual" runs go down to DIAMOND's 0.002 (the skip path keeps the input
+    there, so the last steps only sharpen)."""
+    return FrameSamplerConfig() if edm.prediction == "change" else FrameSamplerConfig(sigma_min=0.002)
+
+
 class FrameDenoiser(nn.Module):
     """D(x; sigma) = first + change_scale * F(c_in x, ...): FrameNet drawing the change, with its loss."""
 
@@ -96,7 +107,7 @@ class FrameDenoiser(nn.Module):
         super().__init__()
         self.net = net
         self.edm = edm or EDMConfig()
-        self.sampler = sampler or FrameSamplerConfig()  # how the game draws with it (not used in training)
+        self.sampler = sampler or sampler_for(self.edm)  # how the game draws with it (not used in training)
 
     def config_dict(self) -> dict[str, Any]:
         """What rebuilds the network (the training loop saves it beside every export)."""
@@ -137,6 +148,11 @@ class FrameDenoiser(nn.Module):
         c_in = 1 / torch.sqrt(s ** 2 + sd ** 2)
         c_noise = torch.log(sigma.float()) / 4
         seen = first if first_seen is None else first_seen
+        if self.edm.prediction == "residual":
+            r = noisy - first[:, None]  # the noisy change (B, T', 3, H, W)
+            out = self.net(r * c_in, seen, s_a, level, c_noise, aug).float()
+            c_skip, c_out = sd ** 2 / (s ** 2 + sd ** 2), s * sd * c_in
+            return first[:, None] + c_skip * r + c_out * out
         out = self.net(noisy * c_in, seen, s_a, level, c_noise, aug).float()  # (B, T', 3, H, W)
         return first[:, None] + self.edm.change_scale * out
 
@@ -158,9 +174,14 @@ class FrameDenoiser(nn.Module):
         target = frames[:, 1:]  # (B, T', 3, H, W)
         noisy = target + sigma.reshape(-1, 1, 1, 1, 1) * torch.randn_like(target)
         denoised = self.denoise(noisy, sigma, first, s_a, level, aug, seen)
-        weight = (e.sigma_data ** 2 / sigma ** 2).clamp(max=e.max_weight)  # (B,) min-SNR weighting
         per_shot = ((denoised - target) ** 2).mean(dim=(1, 2, 3, 4))  # (B,)
-        loss = (weight * per_shot).mean() / weight.mean().detach()  # kept at the MSE's scale
+        if e.prediction == "residual":
+            # EDM's weight 1 / c_out^2: the loss of F against its own unit-scale target at every sigma
+            weight = (sigma ** 2 + e.sigma_data ** 2) / (sigma * e.sigma_data) ** 2  # (B,)
+            loss = (weight * per_shot).mean()
+        else:
+            weight = (e.sigma_data ** 2 / sigma ** 2).clamp(max=e.max_weight)  # (B,) min-SNR weighting
+            loss = (weight * per_shot).mean() / weight.mean().detach()  # kept at the MSE's scale
         return loss, {"loss": float(loss.detach()), "mse": float(per_shot.mean().detach())}
 
 
@@ -182,9 +203,10 @@ def sample_frames(denoiser: FrameDenoiser, first: torch.Tensor, s_a: torch.Tenso
     from ``generator``, so a seed gives the same shot on any device)."""
     cfg = denoiser.net.config
     b, dev = first.shape[0], first.device
-    shape = (b, cfg.frames - 1, 3, cfg.height, cfg.width)
+    shape = (b, cfg.frames - 1, 3, *first.shape[-2:])
     sigmas = karras_sigmas(sampler.steps, sampler.sigma_min, sampler.sigma_max, denoiser.edm.rho)
-    x = torch.randn(shape, generator=generator).to(dev) * sigmas[0]
+    # x at sigma_max is a shot plus noise, and every shot starts near its first frame (training's noisy input)
+    x = first[:, None] + torch.randn(shape, generator=generator).to(dev) * sigmas[0]
     aug = torch.full((b,), sampler.aug, device=dev)
     seen = first + sampler.aug * torch.randn(first.shape, generator=generator).to(dev) if sampler.aug > 0 else first
     for i in range(sampler.steps):

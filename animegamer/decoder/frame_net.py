@@ -36,8 +36,8 @@ from torch import nn
 @dataclass
 class FrameNetConfig:
     frames: int = 17  # frames of a shot, the first one given
-    height: int = 96
-    width: int = 144
+    height: int = 96  # the frames it draws in play (training may give crops: the network takes any multiple
+    width: int = 144  # of stem * 2^(levels-1))
     stem: int = 4  # space-to-depth factor: 96 x 144 -> 24 x 36
     # consecutive frames packed into one map's channels; 1 = a frame a map. Packing 4 frames (192 values a grid
     # cell) into a first level of 96 channels kept the GPU-trained net from reading its input
@@ -250,10 +250,14 @@ class FrameNet(nn.Module):
         cfg = self.config
         b, t = noisy.shape[:2]
         g, s = cfg.n_groups, cfg.stem
-        if t != cfg.frames - 1 or noisy.shape[2:] != (3, cfg.height, cfg.width):
-            raise ValueError(f"FrameNet: noisy must be (B, {cfg.frames - 1}, 3, {cfg.height}, {cfg.width}), "
-                             f"got {tuple(noisy.shape)}")
-        x = F.pixel_unshuffle(noisy.reshape(b * t, 3, cfg.height, cfg.width), s)  # (B*T', 3s^2, h, w)
+        height, width = noisy.shape[-2:]
+        unit = s * 2 ** (len(cfg.channels) - 1)
+        # convolutions and attention over time only: any size the levels divide (a run may train on crops)
+        if (t != cfg.frames - 1 or noisy.shape[2] != 3 or height % unit or width % unit
+                or first.shape[-2:] != (height, width)):
+            raise ValueError(f"FrameNet: noisy must be (B, {cfg.frames - 1}, 3, H, W) with H and W multiples of "
+                             f"{unit} and first (B, 3, H, W), got {tuple(noisy.shape)} and {tuple(first.shape)}")
+        x = F.pixel_unshuffle(noisy.reshape(b * t, 3, height, width), s)  # (B*T', 3s^2, h, w)
         h, w = x.shape[-2:]
         x = x.reshape(b * g, cfg.group * cfg.stem_channels, h, w)  # (B*G, group*3s^2, h, w)
         f0 = F.pixel_unshuffle(first, s)  # (B, 3s^2, h, w)
@@ -276,7 +280,7 @@ class FrameNet(nn.Module):
             x = up(x, emb, cond, skips.pop())
         x = self.conv_out(F.silu(self.norm_out(x)))  # (B*G, group*3s^2, h, w)
         x = x.reshape(b * t, cfg.stem_channels, h, w)
-        return F.pixel_shuffle(x, s).reshape(b, t, 3, cfg.height, cfg.width)  # (B, T', 3, H, W)
+        return F.pixel_shuffle(x, s).reshape(b, t, 3, height, width)  # (B, T', 3, H, W)
 
 
 class UpLevel(nn.Module):

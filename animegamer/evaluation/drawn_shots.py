@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -142,8 +143,10 @@ def run(args: argparse.Namespace) -> int:
     parts = ActionParts(decoder_dir)
     first = torch.stack([frames_from_uint8(world.frames(r)[0]) for r in rows])  # (N, 3, H, W)
     s_a = parts.encode(first, [r["motion_text"] for r in rows])  # (N, n, D)
-    sampler = FrameSamplerConfig(**({"steps": args.steps} if args.steps else {}))
-    systems: dict[str, Draw] = {"framenet": framenet_draw(FrameDenoiser.from_pretrained(args.framenet), sampler)}
+    denoiser = FrameDenoiser.from_pretrained(args.framenet)
+    # the sampler the run was saved with (its noise range belongs to its parametrization); --steps overrides
+    sampler = replace(denoiser.sampler, steps=args.steps) if args.steps else denoiser.sampler
+    systems: dict[str, Draw] = {"framenet": framenet_draw(denoiser, sampler)}
     if not args.no_shipped:
         systems["shipped"] = shipped_draw(ShotDecoder.from_pretrained(decoder_dir))
     result = compare(systems, world, rows, s_a, Evaluator.load(DEFAULT_EVALUATOR), args.seed,

@@ -57,6 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "else computed with MiniLM)")
     parser.add_argument("--init", type=Path, default=None, help="start from this run's final weights")
     parser.add_argument("--net", default=None, help="JSON overrides of the network preset, e.g. '{\"blocks\": 1}'")
+    parser.add_argument("--edm", default=None,
+                        help="JSON overrides of the diffusion config (EDMConfig), e.g. '{\"prediction\": \"residual\"}'")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
     s_a = compute_s_a(parts, shots, progress=cfg.progress)
     print(f"[framenet] {len(s_a)} train shots, s_a {tuple(s_a.shape[1:])}")
     if args.init is not None:
+        if args.net or args.edm:
+            raise SystemExit("train framenet: --net and --edm configure a run from scratch; --init keeps its run's")
         init = FrameDenoiser.from_pretrained(args.init)
         module = FrameDenoiser(init.net, init.edm)
     else:
@@ -84,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         if args.preset == "tiny":  # the tiny net on the world's real frames: only the shapes change
             net_cfg = dataclasses.replace(net_cfg, frames=shots.frames.shape[1], height=shots.frames.shape[2],
                                           width=shots.frames.shape[3], cond_dim=s_a.shape[-1])
-        module = FrameDenoiser(FrameNet(net_cfg), EDMConfig())
+        module = FrameDenoiser(FrameNet(net_cfg), EDMConfig(**(json.loads(args.edm) if args.edm else {})))
     n = sum(p.numel() for p in module.parameters())
     print(f"[framenet] {n / 1e6:.2f} M parameters")
     result = train(module, FrameShots(shots, s_a), collate, cfg, args.out, resume=args.resume)
