@@ -7,6 +7,9 @@ docs/framenet.md): FrameNet packs 4 frames (192 values a grid cell) into a first
 channels, so it cannot carry the noise through; with EDM's skip path the denoised frames kept the noise
 the network could not see (at sigma 0.05 it removed a quarter of it) and every extra sampler step made the
 shot noisier. Predicting the change needs no noise carried: what does not change is the first frame itself.
+The option ``prediction="residual"`` puts EDM's skip path back, on the change r = x - first at the change's
+scale (D = first + c_skip r + c_out F): it reads its input where the noise is small by construction, and drew
+no better where the shot is made at the same length (docs/framenet.md, 2026-11-27).
 The first frame is given clean or slightly noised (``aug``): in play it is the decoder's own last frame,
 so training on noised ones keeps errors from compounding turn after turn (GameNGen's noise augmentation).
 """
