@@ -9,7 +9,7 @@ on the change from the first frame ("residual": D = first + c_skip r + c_out F, 
 Graded on held-out crops: the MSE of D(x; sigma) at each sigma, paired per crop against copying the first
 frame. A network that can read its input reaches about sigma^2 at small sigma (the input itself is that
 close); one whose first level is too narrow for the values it packs stays near the copy's error. Then a shot
-drawn with each parametrization's sampler: its MSE to the truth and its detail (mean squared Laplacian) over
+drawn with each parametrization's sampler: its MSE to the truth and its sharpness (eval's) over
 the truth's (1 = as sharp, below blurred, far above noisy). --save-dir keeps each design's weights as a
 FrameNet run that draws whole frames.
 """
@@ -26,6 +26,7 @@ import torch
 from animegamer.decoder.frame_diffusion import EDMConfig, FrameDenoiser, FrameSamplerConfig, sample_frames
 from animegamer.decoder.frame_net import FrameNet, frame_net_preset
 from animegamer.decoder.pipeline import frames_from_uint8
+from animegamer.evaluation.picture import sharpness
 from animegamer.training.framenet_data import ActionParts
 from animegamer.world.dataset import WorldDataset
 
@@ -72,18 +73,15 @@ def grade(model: FrameDenoiser, test: dict[str, torch.Tensor]) -> dict[str, list
         drawn = sample_frames(model, fr[:, 0], test["s_a"], test["motion_level"], SAMPLERS[model.edm.prediction],
                               torch.Generator().manual_seed(11))
     out["sample"] = ((drawn - fr[:, 1:]) ** 2).mean(dim=(1, 2, 3, 4)).tolist()
-    # detail against the truth's: the mean squared Laplacian of the drawn frames over the true frames' (1 = as sharp;
+    # detail against the truth's: eval's sharpness of the drawn frames over the true frames' (1 = as sharp;
     # below 1 blur, far above 1 noise)
-    out["detail_ratio"] = (laplacian_energy(drawn) / laplacian_energy(fr[:, 1:])).tolist()
+    out["detail_ratio"] = [sharpness(uint8_frames(a)) / sharpness(uint8_frames(b)) for a, b in zip(drawn, fr[:, 1:])]
     return out
 
 
-def laplacian_energy(frames: torch.Tensor) -> torch.Tensor:
-    """(B, T, 3, H, W) -> (B,) the mean squared 4-neighbour Laplacian."""
-    x = frames.flatten(0, 2)[:, None]  # (B*T*3, 1, H, W)
-    k = torch.tensor([[0.0, 1.0, 0.0], [1.0, -4.0, 1.0], [0.0, 1.0, 0.0]])[None, None]
-    lap = torch.nn.functional.conv2d(x, k)
-    return lap.pow(2).reshape(frames.shape[0], -1).mean(dim=1)
+def uint8_frames(frames: torch.Tensor) -> np.ndarray:
+    """(T, 3, H, W) in [-1, 1] -> uint8 (T, H, W, 3)."""
+    return ((frames.permute(0, 2, 3, 1).clamp(-1, 1) + 1) * 127.5).round().byte().numpy()
 
 
 def main() -> int:

@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 from animegamer.core.runs import resolve_decoder
 from animegamer.decoder.frame_diffusion import FrameDenoiser
 from animegamer.decoder.pipeline import frames_from_uint8
+from animegamer.evaluation.drawn_shots import graded_rows
 from animegamer.training.framenet_data import ActionParts
 from animegamer.training.phase_framenet import SHIPPED
 from animegamer.world.dataset import WorldDataset
@@ -42,8 +43,7 @@ def main() -> int:
     args = ap.parse_args()
     torch.set_num_threads(2)
     world = WorldDataset(args.data)
-    idx = np.linspace(0, len(world.rows) - 1, min(args.n, len(world.rows))).round().astype(int)
-    rows = [world.rows[i] for i in idx]
+    rows = graded_rows(world, args.n)
     shots = torch.stack([frames_from_uint8(world.frames(r)) for r in rows])  # (N, T, 3, H, W)
     s_a = ActionParts(resolve_decoder(SHIPPED)).encode(shots[:, 0], [r["motion_text"] for r in rows])
     level = torch.tensor([r["motion_level"] for r in rows])

@@ -104,7 +104,8 @@ def sampler_for(edm: EDMConfig) -> FrameSamplerConfig:
 
 
 class FrameDenoiser(nn.Module):
-    """D(x; sigma) = first + change_scale * F(c_in x, ...): FrameNet drawing the change, with its loss."""
+    """FrameNet drawing the change from the first frame, with its loss: D(x; sigma) = first + change_scale *
+    F(c_in x, ...), or with ``prediction="residual"`` first + c_skip r + c_out F(c_in r, ...), r = x - first."""
 
     def __init__(self, net: FrameNet, edm: EDMConfig | None = None, sampler: FrameSamplerConfig | None = None) -> None:
         super().__init__()

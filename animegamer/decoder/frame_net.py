@@ -36,8 +36,8 @@ from torch import nn
 @dataclass
 class FrameNetConfig:
     frames: int = 17  # frames of a shot, the first one given
-    height: int = 96  # the frames it draws in play (training may give crops: the network takes any multiple
-    width: int = 144  # of stem * 2^(levels-1))
+    height: int = 96  # the frames it draws in play (the network takes any multiple of stem * 2^(levels-1):
+    width: int = 144  # experiments/framenet_bottleneck.py trains on crops)
     stem: int = 4  # space-to-depth factor: 96 x 144 -> 24 x 36
     # consecutive frames packed into one map's channels; 1 = a frame a map. Packing 4 frames (192 values a grid
     # cell) into a first level of 96 channels kept the GPU-trained net from reading its input
@@ -252,7 +252,7 @@ class FrameNet(nn.Module):
         g, s = cfg.n_groups, cfg.stem
         height, width = noisy.shape[-2:]
         unit = s * 2 ** (len(cfg.channels) - 1)
-        # convolutions and attention over time only: any size the levels divide (a run may train on crops)
+        # convolutions and attention over time only: any size the levels divide
         if (t != cfg.frames - 1 or noisy.shape[2] != 3 or height % unit or width % unit
                 or first.shape[-2:] != (height, width)):
             raise ValueError(f"FrameNet: noisy must be (B, {cfg.frames - 1}, 3, H, W) with H and W multiples of "

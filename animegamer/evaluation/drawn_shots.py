@@ -134,11 +134,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def graded_rows(world: WorldDataset, n: int) -> list[dict[str, Any]]:
+    """The n shots eval-drawn grades: evenly spaced over the dataset."""
+    idx = np.linspace(0, len(world.rows) - 1, min(n, len(world.rows))).round().astype(int)
+    return [world.rows[i] for i in idx]
+
+
 def run(args: argparse.Namespace) -> int:
     torch.manual_seed(0)
     world = WorldDataset(args.data)
-    idx = np.linspace(0, len(world.rows) - 1, min(args.n, len(world.rows))).round().astype(int)
-    rows = [world.rows[i] for i in idx]
+    rows = graded_rows(world, args.n)
     decoder_dir = resolve_decoder(args.model)
     parts = ActionParts(decoder_dir)
     first = torch.stack([frames_from_uint8(world.frames(r)[0]) for r in rows])  # (N, 3, H, W)
