@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Train FrameNet (the pixel decoder) on one lent GPU in a single call, from a bare machine:
+# Train FrameNet (the pixel decoder), or FlowPaint with PHASE=flowpaint, on one lent GPU in a single call, from a
+# bare machine:
 #   render world sessions in memory on the CPU cores -> s_a from the shipped E_a -> train -> fp16 shards.
 # It needs, beside the repository (run from its root), what `.venv/bin/python scripts/gpu_payload.py [--init RUN]`
 # builds in ignored folders (carry them: run's carry [".whl", ".gpu"]):
@@ -8,8 +9,8 @@
 #   .gpu/init/      with --init: the run to continue (INIT=.gpu/init)
 # The repository's own weights (92 MB) are over what travels (64 MiB): take them out of the index for the call
 # (git rm -r --cached animegamer/weights, listed in .git/info/exclude) and put them back after (git reset).
-# Usage: [SEED=1000 INIT=.gpu/init EMA=0.999 BATCH=64 EDM='{"prediction": "residual"}'] \
-#   bash scripts/gpu_train_framenet.sh SECONDS SESSIONS   (EDM: a run from scratch only)
+# Usage: [PHASE=flowpaint SEED=1000 INIT=.gpu/init EMA=0.999 BATCH=64 EDM='{"prediction": "residual"}'] \
+#   bash scripts/gpu_train_framenet.sh SECONDS SESSIONS   (EDM: a FrameNet run from scratch only; INIT: FrameNet only)
 # (results under $OUT, or ./gpu_out: fp16 shards of at most 15 MB, config.json, log.jsonl)
 set -euo pipefail
 SECONDS_TRAIN="${1:-300}"
@@ -21,13 +22,16 @@ BATCH="${BATCH:-64}"
 SEED="${SEED:-1000}"
 INIT="${INIT:-}"  # a run to continue from (its final/ or a folder with config.json + model.safetensors)
 EDM="${EDM:-}"  # JSON overrides of EDMConfig for a run from scratch (a continued run keeps its own)
+PHASE="${PHASE:-framenet}"  # framenet | flowpaint
 mkdir -p "$OUT"
 "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 nvidia-smi --query-gpu=name,memory.total --format=csv | tee "$OUT/gpu.txt" || true
 WORKERS=$(( $(nproc) - 1 ))
-"$PY" -m animegamer train framenet --render-sessions "$SESSIONS" --render-seed "$SEED" --render-workers "$WORKERS" ${INIT:+--init "$INIT"} \
-    ${EDM:+--edm "$EDM"} \
+EXTRA=()
+[ "$PHASE" = framenet ] && EXTRA=(${INIT:+--init "$INIT"} ${EDM:+--edm "$EDM"})
+"$PY" -m animegamer train "$PHASE" --render-sessions "$SESSIONS" --render-seed "$SEED" --render-workers "$WORKERS" \
+    ${EXTRA[@]+"${EXTRA[@]}"} \
     --decoder .gpu/decoder --out /tmp/framenet --device "$DEVICE" --mixed-precision bf16 --batch-size "$BATCH" --lr 4e-4 \
     --warmup-steps 300 --ema-decay "${EMA:-0.999}" --num-workers 10 --save-every 100000 --log-every 50 \
     --max-seconds "$SECONDS_TRAIN" --no-progress 2>&1 | tee "$OUT/train.txt"

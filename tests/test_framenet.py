@@ -9,7 +9,6 @@ import torch
 
 from animegamer.cli import main as cli_main
 from animegamer.core.checkpoint import save_json_atomic, save_safetensors_atomic
-from animegamer.decoder.anchors import AnchorConfig, VisualAnchors
 from animegamer.decoder.frame_diffusion import EDMConfig, FrameDenoiser, FrameSamplerConfig, karras_sigmas, sample_frames
 from animegamer.decoder.frame_net import FrameNet, FrameNetConfig, frame_net_preset
 from animegamer.decoder.pipeline import ShotDecoder
@@ -18,7 +17,7 @@ from animegamer.evaluation.metrics import new_content
 from animegamer.game.session import Game
 from animegamer.game.store import frames_of
 from animegamer.world.dataset import RenderConfig, render_dataset
-from tiny_game import tiny_models
+from tiny_game import continuing_anchors, tiny_models
 
 torch.set_num_threads(1)
 
@@ -142,13 +141,8 @@ def test_new_content_is_zero_for_a_moved_picture_and_not_for_a_new_object():
 def test_a_game_whose_decoder_draws_frames_goes_on_from_the_last_frame_shown(tmp_path):
     """With FrameNet packed in, a scene that goes on starts from the last frame the player saw (not a stored
     picture), every later frame is the network's, and a saved model reopens with it."""
-
     engine, decoder = tiny_models()
-    keys = [["Qiqi"], ["Mika"], ["Mika", "Qiqi"]]
-    f_v = torch.randn(len(keys), decoder.config.n_visual, decoder.config.d_visual_in,
-                      generator=torch.Generator().manual_seed(3))
-    entries = [{"characters": k, "place": "town", "time": "day", "shot": f"s{i}"} for i, k in enumerate(keys)]
-    decoder.anchors = VisualAnchors(f_v, entries, (2, 2), AnchorConfig(gate=1e6))  # every later turn continues
+    continuing_anchors(decoder)  # every later turn continues
     h, w = decoder.frame_size
     cfg = frame_net_preset("tiny", frames=decoder.config.num_frames, height=h, width=w, cond_dim=decoder.config.d_cond)
     torch.manual_seed(1)

@@ -7,6 +7,7 @@ import sys
 import pytest
 import torch
 
+from animegamer.decoder.anchors import AnchorConfig, VisualAnchors
 from animegamer.decoder.diffusion import DiffusionConfig
 from animegamer.decoder.network import DecoderNet, decoder_preset
 from animegamer.decoder.pipeline import ShotDecoder
@@ -34,6 +35,16 @@ def tiny_models() -> tuple[GameEngine, ShotDecoder]:
 
 
 @functools.lru_cache(maxsize=1)
+def continuing_anchors(decoder: ShotDecoder) -> ShotDecoder:
+    """A bank of three stored shots in town whose gate keeps every later turn in the scene (it continues)."""
+    keys = [["Qiqi"], ["Mika"], ["Mika", "Qiqi"]]
+    f_v = torch.randn(len(keys), decoder.config.n_visual, decoder.config.d_visual_in,
+                      generator=torch.Generator().manual_seed(3))
+    entries = [{"characters": k, "place": "town", "time": "day", "shot": f"s{i}"} for i, k in enumerate(keys)]
+    decoder.anchors = VisualAnchors(f_v, entries, (2, 2), AnchorConfig(gate=1e6))
+    return decoder
+
+
 def world_stage_96() -> Stage:
     """The world's stage at the shipped frame size (drawn once per test process): the game resizes what it
     composes to a tiny decoder's frames."""

@@ -87,6 +87,16 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
+def run_dir(path: str | Path, what: str, config: str = "config.json") -> Path:
+    """The folder that holds a model's ``config``: ``path`` itself (an export, a packed part) or a training run's
+    final/; a clear error naming ``what`` otherwise."""
+    d = Path(path)
+    for candidate in (d, d / "final"):
+        if (candidate / config).is_file():
+            return candidate
+    raise FileNotFoundError(f"no {what} in {path}: expected {config} there or in final/")
+
+
 def load_json(path: str | Path) -> Any:
     with open(path, encoding="utf-8") as fh:
         return json.load(fh)

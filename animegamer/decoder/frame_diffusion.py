@@ -23,7 +23,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from animegamer.core.checkpoint import atomic_dir, load_json, load_safetensors, save_json_atomic, save_safetensors_atomic
+from animegamer.core.checkpoint import (
+    atomic_dir,
+    load_json,
+    load_safetensors,
+    run_dir,
+    save_json_atomic,
+    save_safetensors_atomic,
+)
 from animegamer.core.checkpoint import state_dict_to_dtype
 from animegamer.decoder.frame_net import FrameNet, FrameNetConfig
 
@@ -132,11 +139,7 @@ class FrameDenoiser(nn.Module):
     def from_pretrained(cls, path: str | Path, device: str | torch.device = "cpu") -> "FrameDenoiser":
         """From a directory with config.json + model.safetensors: a `train framenet` run, its final/, or a
         packed decoder's framenet/."""
-        d = Path(path)
-        if not (d / CONFIG_NAME).is_file() and (d / "final" / CONFIG_NAME).is_file():
-            d = d / "final"
-        if not (d / CONFIG_NAME).is_file():
-            raise FileNotFoundError(f"no FrameNet in {path}: expected {CONFIG_NAME} + {WEIGHTS_NAME} there or in final/")
+        d = run_dir(path, "FrameNet", CONFIG_NAME)
         meta = load_json(d / CONFIG_NAME)
         model = cls.from_config(meta["model_config"], meta.get("sampler"))
         model.load_state_dict({k: v.float() for k, v in load_safetensors(d / WEIGHTS_NAME).items()})

@@ -17,6 +17,9 @@ directory:
     framenet/                      optional: FrameNet (decoder/frame_net.py), which draws every frame of a
                                    shot after its first; where present it draws every shot that has a first
                                    frame (an anchor's picture, or the last frame shown when the scene continues)
+    flowpaint/                     optional, instead of framenet/: FlowPaint (decoder/flow_paint.py), which
+                                   draws every frame after the first as the first moved along the per-pixel
+                                   flow it draws plus the change it paints
     stage/                         optional: place pictures and the cast's cut-outs (decoder/stage.py) from
                                    which the game composes a first frame no stored shot shows
 written under a temporary name and renamed in one step. Version 1 (sampler settings inside the
@@ -38,6 +41,7 @@ from animegamer.core.checkpoint import (
     atomic_dir,
     load_json,
     load_safetensors,
+    run_dir,
     save_json_atomic,
     save_safetensors_atomic,
     state_dict_to_dtype,
@@ -46,6 +50,8 @@ from animegamer.core.runs import DECODER_CONFIG, DECODER_WEIGHTS
 from animegamer.decoder.anchors import Anchor, VisualAnchors, frame_tokens
 from animegamer.decoder.diffusion import DiffusionConfig
 from animegamer.decoder.flow_motion import FlowCodec, FlowMotion, warp_picture
+from animegamer.decoder.flow_paint import FORMAT as FLOWPAINT_FORMAT
+from animegamer.decoder.flow_paint import FlowPaint
 from animegamer.decoder.frame_diffusion import FrameDenoiser, sample_frames
 from animegamer.decoder.motion_control import control_motion, steer
 from animegamer.decoder.network import DecoderConfig, DecoderNet
@@ -62,6 +68,15 @@ AUTOENCODER_DIR = "autoencoder"
 ANCHORS_DIR = "anchors"
 MOTION_DIR = "motion"
 FRAMENET_DIR = "framenet"
+FLOWPAINT_DIR = "flowpaint"
+FrameDrawer = FrameDenoiser | FlowPaint  # a network that draws every frame of a shot after the first
+
+
+def load_frame_drawer(path: str | Path) -> FrameDrawer:
+    """A `train framenet` or `train flowpaint` run (or its final/, or a packed decoder's folder of either)."""
+    d = run_dir(path, "FrameNet or FlowPaint run")
+    kind = load_json(d / "config.json").get("model_config", {}).get("format")
+    return FlowPaint.from_pretrained(d) if kind == FLOWPAINT_FORMAT else FrameDenoiser.from_pretrained(d)
 STAGE_DIR = "stage"
 
 
@@ -87,10 +102,21 @@ def draw_with_framenet(framenet: FrameDenoiser, sources: list[np.ndarray], s_a: 
     return np.concatenate([np.stack(sources)[:, None], frames_to_uint8(rest)], axis=1)
 
 
+@torch.no_grad()
+def draw_with_flowpaint(flowpaint: FlowPaint, sources: list[np.ndarray], s_a: torch.Tensor,
+                        levels: torch.Tensor, generator: torch.Generator | None = None) -> np.ndarray:
+    """Each shot's first frame (uint8 H x W x 3), s_a (B, N, D), levels (B,) -> uint8 (B, T, H, W, 3): the first
+    frame as given, every later frame FlowPaint's (the first moved along its drawn flow plus its painted change)."""
+    dev = next(flowpaint.parameters()).device
+    first = torch.stack([frames_from_uint8(x) for x in sources]).to(dev)  # (B, 3, H, W)
+    rest = flowpaint.draw(first, s_a.to(dev, torch.float32), levels.to(dev), generator)
+    return np.concatenate([np.stack(sources)[:, None], frames_to_uint8(rest)], axis=1)
+
+
 class ShotDecoder(nn.Module):
     def __init__(self, net: DecoderNet, autoencoder: nn.Module, diffusion: DiffusionConfig | None = None,
                  sampler: SamplerConfig | None = None, anchors: VisualAnchors | None = None,
-                 motion: FlowMotion | None = None, framenet: FrameDenoiser | None = None,
+                 motion: FlowMotion | None = None, framenet: FrameDrawer | None = None,
                  stage: Stage | None = None) -> None:
         super().__init__()
         self.net = net
@@ -105,7 +131,8 @@ class ShotDecoder(nn.Module):
 
     @property
     def draws_frames(self) -> bool:
-        """Whether a shot with a first frame is drawn by FrameNet (every frame after the first is its output)."""
+        """Whether a shot with a first frame is drawn by a frame drawer (FrameNet or FlowPaint: every frame after
+        the first is its output)."""
         return self.framenet is not None
 
     @property
@@ -207,12 +234,14 @@ class ShotDecoder(nn.Module):
     @torch.no_grad()
     def draw_frames(self, s_a: torch.Tensor, motion_level: int | torch.Tensor | None,
                     generator: torch.Generator | None, sources: list[np.ndarray]) -> np.ndarray:
-        """FrameNet: s_a (B, N, D) and each shot's first frame (uint8 H x W x 3) -> uint8 (B, T, H, W, 3): the
-        first frame as given, every later frame the network's (decoder/frame_diffusion.py)."""
+        """The frame drawer: s_a (B, N, D) and each shot's first frame (uint8 H x W x 3) -> uint8 (B, T, H, W, 3):
+        the first frame as given, every later frame the network's (decoder/frame_diffusion.py, decoder/flow_paint.py)."""
         fn = self.framenet
         levels = self._motion(motion_level, s_a.shape[0])
         if levels is None:
-            raise ValueError("FrameNet draws for a motion level: this decoder has none")
+            raise ValueError("the frame drawer draws for a motion level: this decoder has none")
+        if isinstance(fn, FlowPaint):
+            return draw_with_flowpaint(fn, sources, s_a, levels, generator)
         return draw_with_framenet(fn, sources, s_a, levels, generator)
 
     @torch.no_grad()
@@ -344,7 +373,8 @@ class ShotDecoder(nn.Module):
             if self.motion is not None:
                 self.motion.save_pretrained(tmp / MOTION_DIR, dtype=dtype, base=self.net)
             if self.framenet is not None:
-                self.framenet.save_pretrained(tmp / FRAMENET_DIR, dtype=dtype)
+                self.framenet.save_pretrained(tmp / (FLOWPAINT_DIR if isinstance(self.framenet, FlowPaint)
+                                                     else FRAMENET_DIR), dtype=dtype)
             if self.stage is not None:
                 self.stage.save_pretrained(tmp / STAGE_DIR)
             save_json_atomic(meta, tmp / CONFIG_NAME)
@@ -369,8 +399,8 @@ class ShotDecoder(nn.Module):
         anchors = VisualAnchors.from_pretrained(directory / ANCHORS_DIR) if (directory / ANCHORS_DIR).is_dir() else None
         motion = (FlowMotion.from_pretrained(directory / MOTION_DIR, net)
                   if (directory / MOTION_DIR).is_dir() else None)
-        framenet = (FrameDenoiser.from_pretrained(directory / FRAMENET_DIR)
-                    if (directory / FRAMENET_DIR).is_dir() else None)
+        framenet = next((load_frame_drawer(directory / d) for d in (FLOWPAINT_DIR, FRAMENET_DIR)
+                         if (directory / d).is_dir()), None)
         stage = Stage.from_pretrained(directory / STAGE_DIR) if (directory / STAGE_DIR).is_dir() else None
         return cls(net, ae, DiffusionConfig.from_dict(meta["diffusion"]), SamplerConfig.from_dict(meta["sampler"]),
                    anchors, motion, framenet, stage).to(device)

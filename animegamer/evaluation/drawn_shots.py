@@ -1,14 +1,16 @@
 """Decoders compared from the TRUE first frame, s_a and level of held-out shots, shot by shot (paired).
 
     animegamer eval-drawn --framenet RUN --data WORLD_DIR [--n 48] [--out FILE.json] [--sheet FILE.jpg]
+    animegamer eval-drawn --flowpaint RUN --data WORLD_DIR ...
 
 Each held-out shot is drawn by every system from the same inputs and seed, and graded by the
 evaluator (which shares nothing with the models): the action its video classifier names, who / where
 / when its frame classifier reads, sharpness (variance of the Laplacian, as a share of the truth's),
 the motion level the world's flow quantiser reads from the pixels (= the level asked for), and **new
 content**: the share of pixels that the first frame moved along the optical flow cannot explain
-(``new_content``). Systems: ``framenet`` (this module's decoder: every frame after the first is the
-network's output) and ``shipped`` (the shipped ShotDecoder: the first picture moved along drawn flows).
+(``new_content``). Systems: ``framenet`` (every frame after the first is the denoiser's output) or
+``flowpaint`` (every frame after the first is the first moved along the flow the network draws plus the
+change it paints), and ``shipped`` (the shipped ShotDecoder: the first picture moved along drawn flows).
 Differences are paired per shot, with standard errors.
 """
 from __future__ import annotations
@@ -26,7 +28,8 @@ from tqdm.auto import tqdm
 from animegamer.core.checkpoint import save_json_atomic
 from animegamer.core.runs import resolve_decoder
 from animegamer.decoder.frame_diffusion import FrameDenoiser, FrameSamplerConfig
-from animegamer.decoder.pipeline import ShotDecoder, draw_with_framenet, frames_from_uint8
+from animegamer.decoder.flow_paint import FlowPaint
+from animegamer.decoder.pipeline import ShotDecoder, draw_with_flowpaint, draw_with_framenet, frames_from_uint8
 from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR, Evaluator
 from animegamer.evaluation.metrics import motion_level_from_pixels, new_content
 from animegamer.evaluation.picture import read_picture
@@ -45,6 +48,13 @@ def framenet_draw(denoiser: FrameDenoiser, sampler: FrameSamplerConfig) -> Draw:
     def draw(first: np.ndarray, s_a: torch.Tensor, level: int, seed: int) -> np.ndarray:
         return draw_with_framenet(denoiser, [first], s_a[None], torch.tensor([level]),
                                   torch.Generator().manual_seed(seed))[0]
+    return draw
+
+
+def flowpaint_draw(model: FlowPaint) -> Draw:
+    def draw(first: np.ndarray, s_a: torch.Tensor, level: int, seed: int) -> np.ndarray:
+        return draw_with_flowpaint(model, [first], s_a[None], torch.tensor([level]),
+                                   torch.Generator().manual_seed(seed))[0]
     return draw
 
 
@@ -121,7 +131,9 @@ def contact_sheet(kept: list[tuple[dict[str, Any], dict[str, np.ndarray]]], path
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("eval-drawn", help="decoders from the TRUE first frame, s_a and level, paired",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--framenet", required=True, help="a `train framenet` run (or its final/)")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--framenet", help="a `train framenet` run (or its final/)")
+    which.add_argument("--flowpaint", help="a `train flowpaint` run (or its final/)")
     p.add_argument("--data", required=True, help="a world dataset whose shots none of the systems trained on")
     p.add_argument("--model", default=str(SHIPPED), help="the model whose decoder is compared and whose E_a gives s_a")
     p.add_argument("--n", type=int, default=48, help="shots (spread over the dataset)")
@@ -148,10 +160,14 @@ def run(args: argparse.Namespace) -> int:
     parts = ActionParts(decoder_dir)
     first = torch.stack([frames_from_uint8(world.frames(r)[0]) for r in rows])  # (N, 3, H, W)
     s_a = parts.encode(first, [r["motion_text"] for r in rows])  # (N, n, D)
-    denoiser = FrameDenoiser.from_pretrained(args.framenet)
-    # the sampler the run was saved with (its noise range belongs to its parametrization); --steps overrides
-    sampler = replace(denoiser.sampler, steps=args.steps) if args.steps else denoiser.sampler
-    systems: dict[str, Draw] = {"framenet": framenet_draw(denoiser, sampler)}
+    systems: dict[str, Draw] = {}
+    if args.flowpaint:
+        systems["flowpaint"] = flowpaint_draw(FlowPaint.from_pretrained(args.flowpaint))
+    else:
+        denoiser = FrameDenoiser.from_pretrained(args.framenet)
+        # the sampler the run was saved with (its noise range belongs to its parametrization); --steps overrides
+        sampler = replace(denoiser.sampler, steps=args.steps) if args.steps else denoiser.sampler
+        systems["framenet"] = framenet_draw(denoiser, sampler)
     if not args.no_shipped:
         systems["shipped"] = shipped_draw(ShotDecoder.from_pretrained(decoder_dir))
     result = compare(systems, world, rows, s_a, Evaluator.load(DEFAULT_EVALUATOR), args.seed,
@@ -159,8 +175,9 @@ def run(args: argparse.Namespace) -> int:
     if args.sheet:
         contact_sheet(result.pop("_shots"), args.sheet)
         print(f"[eval-drawn] sheet: {args.sheet}")
-    result["sampler"] = sampler.to_dict()
-    result["framenet"] = str(args.framenet)
+    if args.framenet:
+        result["sampler"] = sampler.to_dict()
+    result["run"] = str(args.framenet or args.flowpaint)
     for name, cols in result["systems"].items():
         print(f"{name:9s} " + "  ".join(f"{c} {v['mean']:.3f}" + (f"±{v['se']:.3f}" if "se" in v else "")
                                         for c, v in cols.items()))

@@ -54,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
                     help="with a motion network: store it as its difference from the picture decoder truncated to rank "
                          "R (an SVD, as LoRA factors; default: as the run stored it, whole)")
     pk.add_argument("--framenet", default=None, metavar="RUN",
-                    help="a `train framenet` run: it draws every frame after the first of each shot that has one "
+                    help="a `train framenet` or `train flowpaint` run: it draws every frame after the first of each shot that has one "
                          "(a scene that goes on starts from the last frame shown)")
     pk.add_argument("--no-anchors", action="store_true",
                     help="drop the decoder's visual anchors: the game draws the engine's visual tokens (the paper)")

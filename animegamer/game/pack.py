@@ -25,8 +25,7 @@ from animegamer.core.checkpoint import atomic_dir, load_safetensors, save_json_a
 from animegamer.core.runs import ENGINE_WEIGHTS, resolve_decoder, resolve_engine, resolve_motion
 from animegamer.decoder.anchors import AnchorConfig, VisualAnchors
 from animegamer.decoder.flow_motion import FlowMotion
-from animegamer.decoder.frame_diffusion import FrameDenoiser
-from animegamer.decoder.pipeline import STAGE_DIR, ShotDecoder
+from animegamer.decoder.pipeline import STAGE_DIR, ShotDecoder, load_frame_drawer
 from animegamer.decoder.stage import PlaceView, Sprite, Stage
 from animegamer.engine.model import load_engine, save_engine
 from animegamer.models.autoencoder import ShotAutoencoder
@@ -101,8 +100,8 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
         dec.motion = FlowMotion(m.net, m.diffusion, m.sampler, m.smooth if motion_smooth is None else motion_smooth,
                                 m.max_scale if motion_max_scale is None else motion_max_scale,
                                 m.rank if motion_rank is None else motion_rank)
-    if framenet is not None:  # FrameNet draws every shot with a first frame (decoder/frame_net.py)
-        dec.framenet = FrameDenoiser.from_pretrained(framenet)
+    if framenet is not None:  # FrameNet or FlowPaint draws every shot with a first frame
+        dec.framenet = load_frame_drawer(framenet)
         fn = dec.framenet.net.config
         if (fn.height, fn.width, fn.cond_dim) != (*dec.frame_size, dec.config.d_cond):
             raise ValueError(f"{framenet} draws {fn.height}x{fn.width} frames from s_a {fn.cond_dim} wide, but the "

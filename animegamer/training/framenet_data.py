@@ -12,6 +12,7 @@ processes (``render_shots``): a machine that only trains needs no dataset on dis
 """
 from __future__ import annotations
 
+import argparse
 import multiprocessing as mp
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,6 +87,28 @@ class ShotTensors:
     levels: torch.Tensor  # (N,) long, 1..5
     texts: list[str]
     rows: list[dict[str, Any]]
+
+
+def add_shot_arguments(parser: argparse.ArgumentParser, shipped: Path) -> None:
+    """Where a frame drawer's training shots and s_a come from: world datasets (--data, --more-data) or sessions
+    rendered in memory, and the decoder whose E_a gives s_a."""
+    parser.set_defaults(data=None)
+    parser.add_argument("--more-data", nargs="*", default=[], help="more world datasets to train on")
+    parser.add_argument("--render-sessions", type=int, default=0,
+                        help="render this many world sessions in memory instead of reading --data")
+    parser.add_argument("--render-seed", type=int, default=1000)
+    parser.add_argument("--render-workers", type=int, default=2, help="processes that render shots (and compute flows)")
+    parser.add_argument("--decoder", default=str(shipped),
+                        help="the model whose E_a and autoencoder give s_a (its shot_decoder/; default: the shipped)")
+
+
+def train_shots(args: argparse.Namespace, command: str, progress: bool) -> ShotTensors:
+    """The shots the arguments of ``add_shot_arguments`` name."""
+    if args.render_sessions:
+        return render_shots(args.render_sessions, args.render_seed, workers=args.render_workers, progress=progress)
+    if args.data:
+        return shots_from_worlds([args.data, *args.more_data], "train", args.limit, progress)
+    raise SystemExit(f"{command}: give --data WORLD_DIR or --render-sessions N")
 
 
 def shots_from_worlds(roots: list[str], split: str = "train", limit: int | None = None,

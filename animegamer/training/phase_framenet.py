@@ -26,10 +26,10 @@ from animegamer.training.framenet_data import (
     TEXT_TABLE,
     ActionParts,
     FrameShots,
+    add_shot_arguments,
     collate,
     compute_s_a,
-    render_shots,
-    shots_from_worlds,
+    train_shots,
 )
 from animegamer.training.loop import TrainConfig, train
 
@@ -44,14 +44,7 @@ PRESETS: dict[str, TrainConfig] = {
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_train_arguments(parser, list(PRESETS), data_required=False)
-    parser.set_defaults(data=None)
-    parser.add_argument("--more-data", nargs="*", default=[], help="more world datasets to train on")
-    parser.add_argument("--render-sessions", type=int, default=0,
-                        help="render this many world sessions in memory instead of reading --data")
-    parser.add_argument("--render-seed", type=int, default=1000)
-    parser.add_argument("--render-workers", type=int, default=2)
-    parser.add_argument("--decoder", default=str(SHIPPED),
-                        help="the model whose E_a and autoencoder give s_a (its shot_decoder/; default: the shipped)")
+    add_shot_arguments(parser, SHIPPED)
     parser.add_argument("--text-table", default=None,
                         help=f"E_a's text tokens per motion text (default: DECODER/{TEXT_TABLE} if there, "
                              "else computed with MiniLM)")
@@ -68,13 +61,7 @@ def run(args: argparse.Namespace) -> int:
     # a decoder's own table is read, never written (it may be the shipped model's folder); --text-table is both
     table = Path(args.text_table) if args.text_table else decoder_dir / TEXT_TABLE
     parts = ActionParts(decoder_dir, device, table, save_new=bool(args.text_table))
-    if args.render_sessions:
-        shots = render_shots(args.render_sessions, args.render_seed, workers=args.render_workers,
-                             progress=cfg.progress)
-    elif args.data:
-        shots = shots_from_worlds([args.data, *args.more_data], "train", args.limit, cfg.progress)
-    else:
-        raise SystemExit("train framenet: give --data WORLD_DIR or --render-sessions N")
+    shots = train_shots(args, "train framenet", cfg.progress)
     s_a = compute_s_a(parts, shots, progress=cfg.progress)
     print(f"[framenet] {len(s_a)} train shots, s_a {tuple(s_a.shape[1:])}")
     if args.init is not None:
