@@ -87,6 +87,15 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
+def save_model_dir(directory: str | Path, state_dict: dict[str, torch.Tensor], meta: dict[str, Any],
+                   dtype: torch.dtype | None, weights: str = "model.safetensors", config: str = "config.json") -> Path:
+    """A model's folder written atomically: its weights (cast to ``dtype``; None keeps them) and its config json."""
+    with atomic_dir(directory) as tmp:
+        save_safetensors_atomic(state_dict_to_dtype(state_dict, dtype), tmp / weights)
+        save_json_atomic(meta, tmp / config)
+    return Path(directory)
+
+
 def run_dir(path: str | Path, what: str, config: str = "config.json") -> Path:
     """The folder that holds a model's ``config``: ``path`` itself (an export, a packed part) or a training run's
     final/; a clear error naming ``what`` otherwise."""

@@ -35,15 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from animegamer.core.checkpoint import (
-    atomic_dir,
-    load_json,
-    load_safetensors,
-    run_dir,
-    save_json_atomic,
-    save_safetensors_atomic,
-)
-from animegamer.core.checkpoint import state_dict_to_dtype
+from animegamer.core.checkpoint import load_json, load_safetensors, run_dir, save_model_dir
 from animegamer.decoder.flow_motion import flows_to_first
 from animegamer.decoder.frame_net import CrossAttention, ResBlock, fourier, norm
 
@@ -265,10 +257,8 @@ class FlowPaint(nn.Module):
         return {"format": FORMAT, "net": self.config.to_dict()}
 
     def save_pretrained(self, directory: str | Path, dtype: torch.dtype | None = torch.float16) -> Path:
-        with atomic_dir(directory) as tmp:
-            save_safetensors_atomic(state_dict_to_dtype(self.state_dict(), dtype), tmp / WEIGHTS_NAME)
-            save_json_atomic({"model_config": self.config_dict()}, tmp / CONFIG_NAME)
-        return Path(directory)
+        return save_model_dir(directory, self.state_dict(), {"model_config": self.config_dict()}, dtype,
+                              WEIGHTS_NAME, CONFIG_NAME)
 
     @classmethod
     def from_pretrained(cls, path: str | Path, device: str | torch.device = "cpu") -> "FlowPaint":

@@ -23,15 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from animegamer.core.checkpoint import (
-    atomic_dir,
-    load_json,
-    load_safetensors,
-    run_dir,
-    save_json_atomic,
-    save_safetensors_atomic,
-)
-from animegamer.core.checkpoint import state_dict_to_dtype
+from animegamer.core.checkpoint import load_json, load_safetensors, run_dir, save_model_dir
 from animegamer.decoder.frame_net import FrameNet, FrameNetConfig
 
 CONFIG_NAME = "config.json"  # {"model_config": {"net", "edm"}, "sampler"?}: also what `train framenet` exports
@@ -130,10 +122,9 @@ class FrameDenoiser(nn.Module):
                    FrameSamplerConfig.from_dict(sampler) if sampler else None)
 
     def save_pretrained(self, directory: str | Path, dtype: torch.dtype | None = torch.float16) -> Path:
-        with atomic_dir(directory) as tmp:
-            save_safetensors_atomic(state_dict_to_dtype(self.state_dict(), dtype), tmp / WEIGHTS_NAME)
-            save_json_atomic({"model_config": self.config_dict(), "sampler": self.sampler.to_dict()}, tmp / CONFIG_NAME)
-        return Path(directory)
+        return save_model_dir(directory, self.state_dict(),
+                              {"model_config": self.config_dict(), "sampler": self.sampler.to_dict()}, dtype,
+                              WEIGHTS_NAME, CONFIG_NAME)
 
     @classmethod
     def from_pretrained(cls, path: str | Path, device: str | torch.device = "cpu") -> "FrameDenoiser":
@@ -144,6 +135,13 @@ class FrameDenoiser(nn.Module):
         model = cls.from_config(meta["model_config"], meta.get("sampler"))
         model.load_state_dict({k: v.float() for k, v in load_safetensors(d / WEIGHTS_NAME).items()})
         return model.to(device).eval()
+
+    @torch.no_grad()
+    def draw(self, first: torch.Tensor, s_a: torch.Tensor, level: torch.Tensor,
+             generator: torch.Generator | None = None) -> torch.Tensor:
+        """first (B, 3, H, W) in [-1, 1], s_a (B, N, D), level (B,) -> frames 1..T-1 (B, T', 3, H, W), drawn with
+        this model's own sampler settings (the frame drawers' common call: FlowPaint.draw)."""
+        return sample_frames(self, first, s_a, level, self.sampler, generator)
 
     def denoise(self, noisy: torch.Tensor, sigma: torch.Tensor, first: torch.Tensor, s_a: torch.Tensor,
                 level: torch.Tensor, aug: torch.Tensor, first_seen: torch.Tensor | None = None) -> torch.Tensor:

@@ -52,7 +52,7 @@ from animegamer.decoder.diffusion import DiffusionConfig
 from animegamer.decoder.flow_motion import FlowCodec, FlowMotion, warp_picture
 from animegamer.decoder.flow_paint import FORMAT as FLOWPAINT_FORMAT
 from animegamer.decoder.flow_paint import FlowPaint
-from animegamer.decoder.frame_diffusion import FrameDenoiser, sample_frames
+from animegamer.decoder.frame_diffusion import FrameDenoiser
 from animegamer.decoder.motion_control import control_motion, steer
 from animegamer.decoder.network import DecoderConfig, DecoderNet
 from animegamer.decoder.sampler import SamplerConfig, sample
@@ -92,24 +92,13 @@ def frames_from_uint8(frames: np.ndarray) -> torch.Tensor:
 
 
 @torch.no_grad()
-def draw_with_framenet(framenet: FrameDenoiser, sources: list[np.ndarray], s_a: torch.Tensor, levels: torch.Tensor,
-                       generator: torch.Generator | None = None) -> np.ndarray:
+def draw_with(drawer: FrameDrawer, sources: list[np.ndarray], s_a: torch.Tensor, levels: torch.Tensor,
+              generator: torch.Generator | None = None) -> np.ndarray:
     """Each shot's first frame (uint8 H x W x 3), s_a (B, N, D), levels (B,) -> uint8 (B, T, H, W, 3): the first
-    frame as given, every later frame FrameNet's, drawn with its own sampler settings."""
-    dev = next(framenet.parameters()).device
+    frame as given, every later frame the drawer's (FrameNet with its own sampler settings, or FlowPaint)."""
+    dev = next(drawer.parameters()).device
     first = torch.stack([frames_from_uint8(x) for x in sources]).to(dev)  # (B, 3, H, W)
-    rest = sample_frames(framenet, first, s_a.to(dev, torch.float32), levels.to(dev), framenet.sampler, generator)
-    return np.concatenate([np.stack(sources)[:, None], frames_to_uint8(rest)], axis=1)
-
-
-@torch.no_grad()
-def draw_with_flowpaint(flowpaint: FlowPaint, sources: list[np.ndarray], s_a: torch.Tensor,
-                        levels: torch.Tensor, generator: torch.Generator | None = None) -> np.ndarray:
-    """Each shot's first frame (uint8 H x W x 3), s_a (B, N, D), levels (B,) -> uint8 (B, T, H, W, 3): the first
-    frame as given, every later frame FlowPaint's (the first moved along its drawn flow plus its painted change)."""
-    dev = next(flowpaint.parameters()).device
-    first = torch.stack([frames_from_uint8(x) for x in sources]).to(dev)  # (B, 3, H, W)
-    rest = flowpaint.draw(first, s_a.to(dev, torch.float32), levels.to(dev), generator)
+    rest = drawer.draw(first, s_a.to(dev, torch.float32), levels.to(dev), generator)
     return np.concatenate([np.stack(sources)[:, None], frames_to_uint8(rest)], axis=1)
 
 
@@ -236,13 +225,10 @@ class ShotDecoder(nn.Module):
                     generator: torch.Generator | None, sources: list[np.ndarray]) -> np.ndarray:
         """The frame drawer: s_a (B, N, D) and each shot's first frame (uint8 H x W x 3) -> uint8 (B, T, H, W, 3):
         the first frame as given, every later frame the network's (decoder/frame_diffusion.py, decoder/flow_paint.py)."""
-        fn = self.framenet
         levels = self._motion(motion_level, s_a.shape[0])
         if levels is None:
             raise ValueError("the frame drawer draws for a motion level: this decoder has none")
-        if isinstance(fn, FlowPaint):
-            return draw_with_flowpaint(fn, sources, s_a, levels, generator)
-        return draw_with_framenet(fn, sources, s_a, levels, generator)
+        return draw_with(self.framenet, sources, s_a, levels, generator)
 
     @torch.no_grad()
     def move_pictures(self, s_a: torch.Tensor, motion_level: int | torch.Tensor | None,

@@ -27,9 +27,9 @@ from tqdm.auto import tqdm
 
 from animegamer.core.checkpoint import save_json_atomic
 from animegamer.core.runs import resolve_decoder
-from animegamer.decoder.frame_diffusion import FrameDenoiser, FrameSamplerConfig
+from animegamer.decoder.frame_diffusion import FrameDenoiser
 from animegamer.decoder.flow_paint import FlowPaint
-from animegamer.decoder.pipeline import ShotDecoder, draw_with_flowpaint, draw_with_framenet, frames_from_uint8
+from animegamer.decoder.pipeline import FrameDrawer, ShotDecoder, draw_with, frames_from_uint8
 from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR, Evaluator
 from animegamer.evaluation.metrics import motion_level_from_pixels, new_content
 from animegamer.evaluation.picture import read_picture
@@ -42,19 +42,10 @@ from animegamer.world.preview import save_png, shot_strip, stack_strips
 Draw = Callable[[np.ndarray, torch.Tensor, int, int], np.ndarray]  # (first frame, s_a, level, seed) -> shot
 
 
-def framenet_draw(denoiser: FrameDenoiser, sampler: FrameSamplerConfig) -> Draw:
-    denoiser.sampler = sampler
-
+def drawer_draw(drawer: FrameDrawer) -> Draw:
+    """A frame drawer (FrameNet with the sampler it holds, or FlowPaint) as a system to grade."""
     def draw(first: np.ndarray, s_a: torch.Tensor, level: int, seed: int) -> np.ndarray:
-        return draw_with_framenet(denoiser, [first], s_a[None], torch.tensor([level]),
-                                  torch.Generator().manual_seed(seed))[0]
-    return draw
-
-
-def flowpaint_draw(model: FlowPaint) -> Draw:
-    def draw(first: np.ndarray, s_a: torch.Tensor, level: int, seed: int) -> np.ndarray:
-        return draw_with_flowpaint(model, [first], s_a[None], torch.tensor([level]),
-                                   torch.Generator().manual_seed(seed))[0]
+        return draw_with(drawer, [first], s_a[None], torch.tensor([level]), torch.Generator().manual_seed(seed))[0]
     return draw
 
 
@@ -162,12 +153,12 @@ def run(args: argparse.Namespace) -> int:
     s_a = parts.encode(first, [r["motion_text"] for r in rows])  # (N, n, D)
     systems: dict[str, Draw] = {}
     if args.flowpaint:
-        systems["flowpaint"] = flowpaint_draw(FlowPaint.from_pretrained(args.flowpaint))
+        systems["flowpaint"] = drawer_draw(FlowPaint.from_pretrained(args.flowpaint))
     else:
         denoiser = FrameDenoiser.from_pretrained(args.framenet)
         # the sampler the run was saved with (its noise range belongs to its parametrization); --steps overrides
-        sampler = replace(denoiser.sampler, steps=args.steps) if args.steps else denoiser.sampler
-        systems["framenet"] = framenet_draw(denoiser, sampler)
+        sampler = denoiser.sampler = replace(denoiser.sampler, steps=args.steps) if args.steps else denoiser.sampler
+        systems["framenet"] = drawer_draw(denoiser)
     if not args.no_shipped:
         systems["shipped"] = shipped_draw(ShotDecoder.from_pretrained(decoder_dir))
     result = compare(systems, world, rows, s_a, Evaluator.load(DEFAULT_EVALUATOR), args.seed,
