@@ -11,6 +11,7 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 from PIL import Image
+from safetensors.numpy import save as save_np
 from tiny_game import CAST
 
 from animegamer.cli import main
@@ -86,6 +87,13 @@ def _rewrite(src, dst, change) -> None:
     (lambda m: m.update({"game.json": json.dumps({**json.loads(m["game.json"]), "version": 99}).encode()}),
      "version 99"),
     (lambda m: m.update({"characters/0.png": b"not a png"}), "reference sheet is not a picture"),
+    (lambda m: m.update({"layers/0001.safetensors": b"\x10" + b"\x00" * 7 + b"{not a header}  "}),
+     "layers/0001.safetensors is not a scene in layers"),
+    (lambda m: m.update({"layers/0001.safetensors": save_np(
+        {"sprite0": np.zeros((4000, 2, 4), np.uint8)},
+        {"place": "town", "time": "day", "actors": json.dumps([{"name": "Qiqi", "x": 1.0, "facing": 1}])})}),
+     "sprite is uint8 \\(4000, 2, 4\\)"),
+    (lambda m: m.update({"layers/0007.safetensors": b"x"}), "holds layers/0007.safetensors, which this saved game"),
 ])
 def test_a_broken_file_is_refused_and_changes_nothing(models, tmp_path, change, match):
     game, gid = _played(models, tmp_path / "here")

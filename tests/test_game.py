@@ -1,7 +1,9 @@
 """The game session with tiny random models: turns, saved games, crash safety, bad input, export."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import sqlite3
 
 import numpy as np
 import pytest
@@ -11,7 +13,7 @@ from animegamer.core import devices
 from animegamer.core.devices import DeviceError, resolve_device
 from animegamer.engine.model import load_engine, save_engine
 from animegamer.game.session import Game, GameInputError, check_instruction
-from animegamer.game.store import StoreError, frames_of
+from animegamer.game.store import _SCHEMA, DB_NAME, SCHEMA_VERSION, SessionStore, StoreError, frames_of, s_a_to_blob
 from animegamer.world.instructions import known_places
 
 torch.set_num_threads(1)
@@ -142,7 +144,7 @@ def test_export_and_delete(game, tmp_path):
     video = read_video(mp4)
     assert video.shape[0] == 10 and video.shape[1] >= 256
     assert Image.open(png).size[0] > 2 * 256
-    assert game.store.schema_version() == 1
+    assert game.store.schema_version() == SCHEMA_VERSION == 2
     game.delete_session(s.id)
     assert s.id not in [x.id for x in game.list_sessions()]
     assert not game.store.clip_dir(s.id).exists()
@@ -214,3 +216,26 @@ def test_device_and_precision(models, tmp_path, monkeypatch):
     if not torch.cuda.is_available():
         with pytest.raises(DeviceError, match="no CUDA GPU"):
             Game.load(tmp_path / "model", store=tmp_path / "saves", device="cuda")
+
+
+def test_a_store_of_version_1_is_upgraded_and_its_games_read(tmp_path):
+    """Saves written before turns had layers: the store adds the column once, and every old turn reads back
+    with none (it was drawn whole)."""
+    root = tmp_path / "saves"
+    root.mkdir()
+    v1 = "\n".join(line for line in _SCHEMA.splitlines() if "layers" not in line and "newest turn only" not in line)
+    assert "layers" not in v1
+    with contextlib.closing(sqlite3.connect(root / DB_NAME)) as db:
+        db.executescript(v1)
+        db.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+        db.execute("INSERT INTO sessions VALUES ('g1', '[\"Qiqi\"]', 3, '{}', 0, 0)")
+        (root / "clips" / "g1").mkdir(parents=True)
+        (root / "clips" / "g1" / "0000-abcd.mp4").write_bytes(b"....ftyp")
+        db.execute("INSERT INTO turns VALUES ('g1', 0, 'Qiqi waves', 2, '{}', '{}', '{}', ?, 5, '[]', "
+                   "'clips/g1/0000-abcd.mp4', '{}', 0)", (s_a_to_blob(torch.zeros(2, 3)),))
+        db.commit()
+    store = SessionStore(root, clean=False)
+    assert store.schema_version() == SCHEMA_VERSION == 2
+    (turn,) = store.load_turns("g1")
+    assert turn.instruction == "Qiqi waves" and turn.layers is None
+    assert SessionStore(root, clean=False).schema_version() == 2  # opened again: nothing more to do

@@ -26,6 +26,16 @@ def test_the_world_stage_holds_every_place_and_the_cast_and_round_trips(tmp_path
     for key, view in stage.places.items():
         assert np.array_equal(again.places[key].background, view.background)
         assert np.array_equal(again.places[key].foreground, view.foreground)
+        assert np.array_equal(again.places[key].wide, view.wide)  # the place three views wide, for a camera
+        assert np.array_equal(again.places[key].wide_foreground, view.wide_foreground)
+    town = stage.places[("town", "day")]
+    assert town.wide.shape == (96, 3 * 144, 3) and town.wide_foreground.shape == (96, 3 * 144, 4)
+    middle = town.wide[:, 144:288].astype(int)  # its middle view is the one-view picture, but for the far layers
+    assert np.abs(middle - town.background.astype(int)).mean() < 40
+    for view in stage.places.values():  # a stage saved before wide pictures reads as one view wide
+        view.wide = view.wide_foreground = None
+    old = Stage.from_pretrained(stage.save_pretrained(tmp_path / "one_view"))
+    assert all(v.wide is None for v in old.places.values())
     assert all(np.array_equal(again.sprites[n].rgba, s.rgba) and again.sprites[n].height == s.height
                for n, s in stage.sprites.items())
     (tmp_path / "stage" / "stage.json").write_text('{"format": "other"}')

@@ -261,7 +261,7 @@ def test_games_left_with_a_hostile_id_are_deleted_without_following_it(models, t
         for sid, clip in (("../../victim", "clips/../../victim/precious.txt"), (str(victim), f"clips/{victim}/x"),
                           ("../characters", "characters/x.png"), ("linked", "clips/linked/0000-aaaa.mp4")):
             db.execute("INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?)", (sid, '["Qiqi"]', 1, "{}", 0.0, 0.0))
-            db.execute("INSERT INTO turns VALUES (?, 0, 'x', 3, ?, ?, ?, ?, 1, '[]', ?, '{}', 0.0)",
+            db.execute("INSERT INTO turns VALUES (?, 0, 'x', 3, ?, ?, ?, ?, 1, '[]', ?, '{}', 0.0, NULL)",
                        (sid, json.dumps({"stamina": 0, "social": 0, "entertainment": 0}), states, states, blob, clip))
     for sid in ("../../victim", str(victim), "../characters", "linked"):
         with pytest.raises(UnsafePathError):

@@ -22,6 +22,9 @@ directory:
                                    flow it draws plus the change it paints
     stage/                         optional: place pictures and the cast's cut-outs (decoder/stage.py) from
                                    which the game composes a first frame no stored shot shows
+    sprite_animator/               optional: the sprite animator (decoder/sprite_animator.py); with a stage,
+                                   the game draws every shot in layers (decoder/layered.py): each character
+                                   who acts drawn by it, pasted into the place's picture
 written under a temporary name and renamed in one step. Version 1 (sampler settings inside the
 diffusion config) still loads.
 """
@@ -56,6 +59,7 @@ from animegamer.decoder.frame_diffusion import FrameDenoiser
 from animegamer.decoder.motion_control import control_motion, steer
 from animegamer.decoder.network import DecoderConfig, DecoderNet
 from animegamer.decoder.sampler import SamplerConfig, sample
+from animegamer.decoder.sprite_animator import SpriteAnimator
 from animegamer.decoder.source_detail import transfer_details
 from animegamer.decoder.stage import Stage
 from animegamer.representation.reference_encoder import LatentReference
@@ -78,6 +82,7 @@ def load_frame_drawer(path: str | Path) -> FrameDrawer:
     kind = load_json(d / "config.json").get("model_config", {}).get("format")
     return FlowPaint.from_pretrained(d) if kind == FLOWPAINT_FORMAT else FrameDenoiser.from_pretrained(d)
 STAGE_DIR = "stage"
+SPRITES_DIR = "sprite_animator"
 
 
 def frames_to_uint8(frames: torch.Tensor) -> np.ndarray:
@@ -106,7 +111,7 @@ class ShotDecoder(nn.Module):
     def __init__(self, net: DecoderNet, autoencoder: nn.Module, diffusion: DiffusionConfig | None = None,
                  sampler: SamplerConfig | None = None, anchors: VisualAnchors | None = None,
                  motion: FlowMotion | None = None, framenet: FrameDrawer | None = None,
-                 stage: Stage | None = None) -> None:
+                 stage: Stage | None = None, animator: SpriteAnimator | None = None) -> None:
         super().__init__()
         self.net = net
         self.autoencoder = autoencoder
@@ -116,7 +121,14 @@ class ShotDecoder(nn.Module):
         self.motion = motion
         self.framenet = framenet
         self.stage = stage
+        self.animator = animator
         self.eval()
+
+    @property
+    def draws_layers(self) -> bool:
+        """Whether the game draws its shots in layers: the sprite animator draws the characters, the stage holds
+        the places and the cut-outs they start from (decoder/layered.py)."""
+        return self.animator is not None and self.stage is not None
 
     @property
     def draws_frames(self) -> bool:
@@ -363,6 +375,8 @@ class ShotDecoder(nn.Module):
                                                      else FRAMENET_DIR), dtype=dtype)
             if self.stage is not None:
                 self.stage.save_pretrained(tmp / STAGE_DIR)
+            if self.animator is not None:
+                self.animator.save_pretrained(tmp / SPRITES_DIR, dtype=dtype)
             save_json_atomic(meta, tmp / CONFIG_NAME)
         return Path(directory)
 
@@ -388,8 +402,10 @@ class ShotDecoder(nn.Module):
         framenet = next((load_frame_drawer(directory / d) for d in (FLOWPAINT_DIR, FRAMENET_DIR)
                          if (directory / d).is_dir()), None)
         stage = Stage.from_pretrained(directory / STAGE_DIR) if (directory / STAGE_DIR).is_dir() else None
+        animator = (SpriteAnimator.from_pretrained(directory / SPRITES_DIR)
+                    if (directory / SPRITES_DIR).is_dir() else None)
         return cls(net, ae, DiffusionConfig.from_dict(meta["diffusion"]), SamplerConfig.from_dict(meta["sampler"]),
-                   anchors, motion, framenet, stage).to(device)
+                   anchors, motion, framenet, stage, animator).to(device)
 
 
 # version 1 kept the sampler's settings in the diffusion config, under these names

@@ -42,6 +42,10 @@ class PlaceView:
     foreground: np.ndarray  # uint8 (H, W, 4): drawn over characters where alpha > 0
     ground: float  # the feet's row, as a fraction of the height
     light: tuple[list[float], list[float]] | None  # a character's colour = rgb * light[0] + light[1]
+    # the place several views wide, its middle view near ``background``: what a camera that follows a character
+    # pans across (decoder/layered.py); None: the place is one view wide
+    wide: np.ndarray | None = None  # uint8 (H, k W, 3)
+    wide_foreground: np.ndarray | None = None  # uint8 (H, k W, 4)
 
 
 @dataclass
@@ -131,11 +135,15 @@ class Stage:
         places = []
         for (place, time), v in self.places.items():
             pictures += [_png(v.background), _png(v.foreground)]
-            places.append({"place": place, "time": time, "ground": v.ground, "light": v.light})
+            places.append({"place": place, "time": time, "ground": v.ground, "light": v.light,
+                           "wide": v.wide is not None})
         sprites = []
         for name, s in self.sprites.items():
             pictures.append(_png(s.rgba))
             sprites.append({"name": name, "height": s.height})
+        for v in self.places.values():  # after the cut-outs: a stage saved before wide pictures reads the same
+            if v.wide is not None:
+                pictures += [_png(v.wide), _png(v.wide_foreground)]
         offsets = np.cumsum([0] + [len(p) for p in pictures]).astype(np.int64)
         with atomic_dir(directory) as tmp:
             save_safetensors_atomic({"pictures": torch.from_numpy(np.concatenate(pictures)),
@@ -154,15 +162,23 @@ class Stage:
         tensors = load_safetensors(directory / WEIGHTS_NAME)
         data, offsets = tensors["pictures"].numpy(), tensors["offsets"].tolist()
         chunks = [data[a:b] for a, b in zip(offsets[:-1], offsets[1:])]
-        if len(chunks) != 2 * len(meta["places"]) + len(meta["sprites"]):
-            raise ValueError(f"{directory}: {len(chunks)} pictures for {len(meta['places'])} places and "
-                             f"{len(meta['sprites'])} cut-outs")
-        places = {}
-        for i, p in enumerate(meta["places"]):
-            light = tuple(p["light"]) if p.get("light") is not None else None
-            places[(p["place"], p["time"])] = PlaceView(_unpng(chunks[2 * i], 3), _unpng(chunks[2 * i + 1], 4),
-                                                        float(p["ground"]), light)
+        n_wide = sum(bool(p.get("wide")) for p in meta["places"])
+        if len(chunks) != 2 * len(meta["places"]) + len(meta["sprites"]) + 2 * n_wide:
+            raise ValueError(f"{directory}: {len(chunks)} pictures for {len(meta['places'])} places "
+                             f"({n_wide} wide) and {len(meta['sprites'])} cut-outs")
         first = 2 * len(meta["places"])
         sprites = {s["name"]: Sprite(_unpng(chunks[first + i], 4), float(s["height"]))
                    for i, s in enumerate(meta["sprites"])}
+        wide = iter(chunks[first + len(meta["sprites"]):])
+        places = {}
+        for i, p in enumerate(meta["places"]):
+            light = tuple(p["light"]) if p.get("light") is not None else None
+            view = PlaceView(_unpng(chunks[2 * i], 3), _unpng(chunks[2 * i + 1], 4), float(p["ground"]), light)
+            if p.get("wide"):
+                view.wide, view.wide_foreground = _unpng(next(wide), 3), _unpng(next(wide), 4)
+                if view.wide.shape[0] != view.background.shape[0] or view.wide.shape[1] < view.background.shape[1] \
+                        or view.wide_foreground.shape[:2] != view.wide.shape[:2]:
+                    raise ValueError(f"{directory}: the wide picture of the {p['place']} at {p['time']} is "
+                                     f"{view.wide.shape[:2]}, its view {view.background.shape[:2]}")
+            places[(p["place"], p["time"])] = view
         return cls(places, sprites, float(meta["standing"]))

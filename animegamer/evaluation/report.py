@@ -190,7 +190,8 @@ def markdown(report: dict[str, Any]) -> str:
         lines += ["## Where each shot's first frame came from", "",
                   "retrieved / continued: a stored training picture (the bank's, or the one the scene started "
                   "from); composed: a stored picture of the place with the characters' cut-outs (decoder/stage.py); "
-                  "engine: none (the engine's visual tokens).", ""]
+                  "staged: the same, drawn in layers (decoder/layered.py); went on: the last frame shown, in layers "
+                  "(drawn by the sprite animator); engine: none (the engine's visual tokens).", ""]
         lines += [f"- **{n}**: stored training picture {summ['first_frame_stored']:.2f} ("
                   + ", ".join(f"{k} {v:.2f}" for k, v in summ["first_frame"].items()) + ")" for n, summ in froms.items()]
         lines.append("")

@@ -5,12 +5,14 @@
     game.archive_session(gid, "neko.zip"); game.restore_session("neko.zip")
     GET /games/{id}/archive.zip;  POST /games/restore (the zip as the body)
 
-The file is a zip (format ``animegamer-saved-game``, version 1)::
+The file is a zip (format ``animegamer-saved-game``, version 2; version 1, without layers, is read too)::
 
     game.json              format, version, the session (characters, seed, model) and its turns'
                            fields (instruction, level, states, seeds, probabilities, timings)
     s_a.safetensors        each turn's s_a ("turn_0000", ...): the context the game continues from
     clips/0000.mp4 ...     each turn's shot
+    layers/NNNN.safetensors  the scene after the last turn, where it was drawn in layers (decoder/layered.py):
+                           what the game goes on from
     characters.json        the book entries of the custom characters the game names
     characters/0.png ...   their reference sheets, and the cut-outs of those made from a picture
 
@@ -53,13 +55,15 @@ from safetensors.torch import load, save
 
 from animegamer.core.atomic_io import atomic_write
 from animegamer.core.errors import UserFacingError
+from animegamer.decoder.layered import MAX_LAYERS_BYTES, LayeredScene
 from animegamer.game.characters import MAX_PICTURE_BYTES, CharacterBook, CharacterError
 from animegamer.game.store import SessionStore, StoreError, TurnRow, is_game_id
 from animegamer.game.text import MAX_INSTRUCTION_CHARS, describe_characters, unsafe_characters
 from animegamer.world.rules import DELTA_VALUES, HIGH, LOW, STATE_NAMES
 
 FORMAT = "animegamer-saved-game"
-VERSION = 1
+VERSION = 2  # 2: layers/ (version 1 has none and is read as it is)
+READ_VERSIONS = (1, 2)
 TURN_FIELDS = ("idx", "instruction", "motion_level", "deltas", "states_before", "states", "seed", "probs",
                "timings", "created_at")
 # Limits: far above a real game (the shipped model's turn is ~1.5 KB of game.json, 72 KB of s_a, ~20 KB of
@@ -70,7 +74,7 @@ MAX_UPLOAD_BYTES = 512 * 1024**2  # the file, sent to a server (HTTP API, web pa
 MAX_UNPACKED_BYTES = 4 * 1024**3  # all members together
 MAX_TURNS = 50_000
 MAX_CHARACTERS = 64  # a game's characters, and the custom ones of the file
-MAX_MEMBERS = 3 + MAX_TURNS + 2 * MAX_CHARACTERS
+MAX_MEMBERS = 4 + MAX_TURNS + 2 * MAX_CHARACTERS
 MAX_GAME_JSON = 32 * 1024**2  # parsed in memory: a JSON of this size takes a few hundred MB as Python objects
 MAX_BOOK_JSON = 4 * 1024**2
 MAX_CLIP_BYTES = 256 * 1024**2
@@ -82,6 +86,7 @@ CHUNK = 1024**2  # members are streamed in pieces of this size
 MAX_SEED = 2**63 - 1
 MAX_PROBS, MAX_TIMINGS = 1024, 64  # the engine's probabilities: a few fields of a few values; timings: a few stages
 _MEMBER = re.compile(r"game\.json|s_a\.safetensors|characters\.json|clips/[0-9]{4,}\.mp4"
+                     r"|layers/[0-9]{4,}\.safetensors"
                      r"|characters/[0-9]+(?:_cutout)?\.png")  # every name a saved game's member may have
 _READ_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, RuntimeError, NotImplementedError, ValueError)
 
@@ -99,6 +104,7 @@ class SavedGame:
     s_a: dict[int, torch.Tensor]
     clips: dict[int, bytes]
     characters: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> book entry
+    layers: dict[int, bytes] = field(default_factory=dict)  # turn -> its scene in layers (checked)
     pictures: dict[str, tuple[bytes, bytes | None]] = field(default_factory=dict)  # name -> (reference, cut-out)
 
 
@@ -123,6 +129,8 @@ def write_archive(store: SessionStore, book: CharacterBook, session_id: str, out
                        if turns else b"")
             for t in turns:
                 z.write(t.clip, f"clips/{t.idx:04d}.mp4", compress_type=zipfile.ZIP_STORED)  # MP4 is compressed
+                if t.layers is not None:
+                    z.writestr(f"layers/{t.idx:04d}.safetensors", t.layers)
             z.writestr("characters.json", json.dumps(book_json, indent=1))
             for i, name in enumerate(custom):
                 z.write(book.reference_path(name), f"characters/{i}.png")
@@ -165,6 +173,8 @@ def _member_limit(name: str) -> int:
         return MAX_CLIP_BYTES
     if name.startswith("characters/"):
         return MAX_PICTURE_BYTES
+    if name.startswith("layers/"):
+        return MAX_LAYERS_BYTES
     return MAX_UNPACKED_BYTES  # s_a.safetensors: its limit by the number of turns is checked when it is read
 
 
@@ -421,7 +431,7 @@ def _read_checked(m: _Members, keep_clips: bool) -> SavedGame:
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         fmt = meta.get("format") if isinstance(meta, dict) else None
         raise ArchiveError(f"{where} is not a saved game of animegamer (format {_shown(fmt)})")
-    if meta.get("version") != VERSION:
+    if meta.get("version") not in READ_VERSIONS:
         raise ArchiveError(f"{where} is a saved game of version {_shown(meta.get('version'))}; this animegamer "
                            f"reads version {VERSION}: update animegamer to restore it")
     raw_turns = meta.get("turns")
@@ -450,6 +460,17 @@ def _read_checked(m: _Members, keep_clips: bool) -> SavedGame:
         pictures[name] = (m.read(f"characters/{i}.png"), cutout)
         wanted.add(f"characters/{i}.png")
     clip_names = {t["idx"]: f"clips/{t['idx']:04d}.mp4" for t in turns}
+    layers = {}
+    for t in turns[-1:]:  # only the last turn's scene is kept: the game goes on from it
+        name = f"layers/{t['idx']:04d}.safetensors"
+        if name in m.infos:
+            data = m.read(name)
+            try:
+                LayeredScene.from_bytes(data)
+            except ValueError as e:
+                raise ArchiveError(f"{where}: {name} is not a scene in layers ({str(e)[:200]})") from None
+            layers[t["idx"]] = data
+            wanted.add(name)
     stray = sorted(set(m.infos) - wanted - set(clip_names.values()))
     if stray:
         raise ArchiveError(f"{where} holds {stray[0]}, which this saved game does not use: not restored")
@@ -458,7 +479,7 @@ def _read_checked(m: _Members, keep_clips: bool) -> SavedGame:
         m.check_clip(name)
         if keep_clips:
             clips[idx] = m.read(name)
-    return SavedGame(session, turns, s_a, clips, characters, pictures)
+    return SavedGame(session, turns, s_a, clips, characters, pictures=pictures, layers=layers)
 
 
 def read_archive(source: str | Path | bytes | BinaryIO) -> SavedGame:
@@ -540,7 +561,7 @@ def restore_archive(store: SessionStore, book: CharacterBook, source: str | Path
                 _check_clip_file(clip, f"{m.where}: {member}")
                 store.save_turn(TurnRow(row.id, t["idx"], t["instruction"], t["motion_level"], t["deltas"],
                                         t["states_before"], t["states"], game.s_a[t["idx"]], t["seed"], clip,
-                                        t["probs"], t["timings"], t["created_at"]))
+                                        t["probs"], t["timings"], t["created_at"], game.layers.get(t["idx"])))
         except BaseException:
             with contextlib.suppress(StoreError):
                 store.delete_session(row.id, only=written)

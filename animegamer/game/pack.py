@@ -26,12 +26,13 @@ from animegamer.core.runs import ENGINE_WEIGHTS, resolve_decoder, resolve_engine
 from animegamer.decoder.anchors import AnchorConfig, VisualAnchors
 from animegamer.decoder.flow_motion import FlowMotion
 from animegamer.decoder.pipeline import STAGE_DIR, ShotDecoder, load_frame_drawer
+from animegamer.decoder.sprite_animator import SpriteAnimator
 from animegamer.decoder.stage import PlaceView, Sprite, Stage
 from animegamer.engine.model import load_engine, save_engine
 from animegamer.models.autoencoder import ShotAutoencoder
 from animegamer.models.text_encoder import TextEncoder, TextEncoderConfig
 from animegamer.world.cast import load_cast
-from animegamer.world.stage_art import STANDING_FRACTION, cast_sprites, place_pictures
+from animegamer.world.stage_art import STANDING_FRACTION, WIDE_VIEWS, cast_sprites, place_pictures
 
 
 def _metrics(run_dir: Path) -> dict[str, Any]:
@@ -50,7 +51,7 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
                anchors_per_action: int | None = None, anchor_frame_quality: int | None = None,
                motion: str | Path | None = None, motion_smooth: float | None = None,
                motion_max_scale: float | None = None, motion_rank: int | None = None,
-               framenet: str | Path | None = None) -> Path:
+               framenet: str | Path | None = None, sprites: str | Path | None = None) -> Path:
     """Copy the engine and shot decoder of two runs into one model directory (see module doc).
 
     ``sampler``: SamplerConfig fields that replace the ones stored with the decoder (the game's
@@ -69,9 +70,12 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
     cells) and ``motion_max_scale`` replace its smoothing of the drawn flows and its motion control's cap;
     ``motion_rank`` stores it as a difference of that rank from the picture decoder (a few MB). With anchors
     built, the stage (decoder/stage.py: the world's places with no one in them and the cast's cut-outs) is drawn
-    too, so the game can compose a first frame no stored shot shows."""
+    too, so the game can compose a first frame no stored shot shows. ``sprites``: a `train sprites` run whose
+    animator draws every shot in layers on the stage (decoder/layered.py)."""
 
     engine_dir, decoder_dir = resolve_engine(engine), resolve_decoder(decoder)
+    if sprites is not None and motion is not None:
+        raise ValueError("--sprites draws every shot in layers: a motion network (--motion-net) would never be used")
     eng = load_engine(engine_dir)
     dec = ShotDecoder.from_pretrained(decoder_dir)
     if autoencoder is not None:
@@ -107,6 +111,18 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
             raise ValueError(f"{framenet} draws {fn.height}x{fn.width} frames from s_a {fn.cond_dim} wide, but the "
                              f"decoder's frames are {dec.frame_size[0]}x{dec.frame_size[1]} and its s_a "
                              f"{dec.config.d_cond} wide")
+    if sprites is not None:  # the sprite animator draws every shot in layers on the world's stage
+        dec.animator = SpriteAnimator.from_pretrained(sprites)
+        if dec.animator.config.cond_dim != dec.config.d_cond:
+            raise ValueError(f"{sprites} draws from s_a {dec.animator.config.cond_dim} wide, the decoder's is "
+                             f"{dec.config.d_cond}")
+        dec.stage = world_stage(dec.frame_size)  # with the wide places a camera follows a traveller across
+        # What layers supersede is left out: play never shows a stored picture (the anchors keep their tokens, which
+        # name the scene) nor moves one along drawn flows (the motion network)
+        if dec.anchors is not None:
+            dec.anchors.frames = None
+        dec.motion = None
+        sampler["flow_motion"] = False
     if sampler.get("flow_motion") and dec.motion is None:
         raise ValueError("flow motion needs a motion network: pass --motion-net RUN (`train motion`)")
     for field in ("shared_noise_by_level", "motion_scale_by_level", "motion_control_max_scale"):
@@ -148,9 +164,12 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
 
 def world_stage(size: tuple[int, int]) -> Stage:
     """The stage the world draws (world/stage_art.py) at a decoder's frame size (height, width): every place
-    at every time of day with no one in it, and the cast's cut-outs."""
+    at every time of day with no one in it (one view, and WIDE_VIEWS wide for a camera that follows a character
+    in layers), and the cast's cut-outs."""
     h, w = size
-    views = {(p.place, p.time): PlaceView(p.background, p.foreground, p.ground, p.light)
+    wide = {(p.place, p.time): p for p in place_pictures(h, w, views=WIDE_VIEWS)}
+    views = {(p.place, p.time): PlaceView(p.background, p.foreground, p.ground, p.light,
+                                          wide[(p.place, p.time)].background, wide[(p.place, p.time)].foreground)
              for p in place_pictures(h, w)}
     return Stage(views, {n: Sprite(rgba, height) for n, (rgba, height) in cast_sprites().items()}, STANDING_FRACTION)
 

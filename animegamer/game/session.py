@@ -47,6 +47,8 @@ import torch
 from animegamer.core.devices import check_precision, cpu_kind, default_precision, resolve_device
 from animegamer.core.video_io import save_mp4
 from animegamer.decoder.anchors import Anchor, named_characters
+from animegamer.decoder.layered import LayeredScene, draw_turn, scene_frame, start_scene
+from animegamer.decoder.layers import cutout_canvas
 from animegamer.decoder.pipeline import ShotDecoder
 from animegamer.decoder.stage import Sprite
 from animegamer.engine.model import load_engine
@@ -184,13 +186,15 @@ class GameSession:
     """One game: its characters, its turns (saved), its absolute states."""
 
     def __init__(self, game: Game, session_id: str, characters: list[str], seed: int,
-                 turns: list[Turn] | None = None, start_states: dict[str, int] | None = None) -> None:
+                 turns: list[Turn] | None = None, start_states: dict[str, int] | None = None,
+                 layers: bytes | None = None) -> None:
         self.game = game
         self.id = session_id
         self.characters = list(characters)
         self.seed = int(seed)
         self.turns: list[Turn] = list(turns or [])
         self.start_states = dict(start_states) if start_states else initial_states()
+        self.layers = layers  # the scene after the last turn, when it was drawn in layers (decoder/layered.py)
 
     def __repr__(self) -> str:
         return f"GameSession(id={self.id!r}, characters={self.characters}, turns={len(self.turns)}, states={self.states})"
@@ -233,7 +237,7 @@ class GameSession:
                                                 torch.Generator().manual_seed(seed),
                                                 named_characters(last.instruction, self.characters) if last else None,
                                                 shown)
-            if anchors is not None or any(c in game.custom for c in named):
+            if not game.decoder.draws_layers and (anchors is not None or any(c in game.custom for c in named)):
                 composed = game.composed_anchor(pred.s_a, named, anchor)  # no stored shot shows them there
                 drawn, anchor = composed or (drawn, anchor)
             own = anchor is not None and anchor.source == "composed"
@@ -243,8 +247,15 @@ class GameSession:
                 source = shown()[-1]  # the scene goes on from the last frame the player saw, not a stored picture
                 drawn = game.decoder.draw_from_frame(pred.s_a, source)  # s_a's visual part: that frame's, as in training
             level = pred.motion_level if pred.decoder_level is None else pred.decoder_level
-            frames = game.decoder(drawn, motion_level=level, generator=torch.Generator().manual_seed(seed),
-                                  source=source)
+            layers = None
+            if game.decoder.draws_layers:  # every pixel of a character after frame 0 is the sprite animator's
+                frames, scene, drawn, staged = game.layered_shot(self.layers, pred.s_a, named or self.characters[:1],
+                                                                 anchor, int(level))
+                layers = scene.to_bytes()
+                remembered = drawn  # the shot's s_a: its visual part that of the frame it starts from
+            else:
+                frames = game.decoder(drawn, motion_level=level, generator=torch.Generator().manual_seed(seed),
+                                      source=source)
             t2 = time.perf_counter()
         progress("saving", 0.9)
 
@@ -254,7 +265,7 @@ class GameSession:
         t3 = time.perf_counter()
         timings = {"engine_s": t1 - t0, "decoder_s": t2 - t1, "clip_s": t3 - t2}
         row = TurnRow(self.id, index, text, pred.motion_level, dict(pred.deltas), before, after, remembered, seed,
-                      clip, pred.probs, timings, time.time())
+                      clip, pred.probs, timings, time.time(), layers)
         try:
             store.save_turn(row)
         except BaseException:
@@ -264,10 +275,13 @@ class GameSession:
         turn = Turn.from_row(row)
         turn._frames = frames
         turn.anchor = anchor.source if anchor else "engine"
+        if layers is not None:  # where the first frame came from: the stage (a scene starts) or the last shot shown
+            turn.anchor = "staged" if staged else "went on"
         turn.anchor_distance = anchor.distance if anchor else None
         if self.turns:
             self.turns[-1]._frames = None  # only the newest shot stays decoded (Turn.frames reads the rest back)
         self.turns.append(turn)
+        self.layers = layers
         progress("done", 1.0)
         return turn
 
@@ -421,6 +435,50 @@ class Game:
         return drawn, Anchor(drawn[self.decoder.config.n_text:], "composed", chosen.distance if chosen else None,
                              None, frame, chosen.verb if chosen else None, scene)
 
+    def layered_shot(self, previous: bytes | None, s_a: torch.Tensor, named: list[str], anchor: Anchor | None,
+                     level: int) -> tuple[np.ndarray, LayeredScene, torch.Tensor, bool]:
+        """A turn drawn in layers (decoder/layered.py): the named characters act (at least one), drawn by the sprite
+        animator.
+        The scene goes on from ``previous`` (the last turn's, as saved) while the place and time the anchors
+        name stay and everyone named is in it; otherwise it starts again from the stage: that place's picture
+        with the named characters' cut-outs. Returns the frames, the scene after the turn, the s_a it was drawn
+        from (the engine's, its visual part the first frame's, as a true shot's s_a is made) and whether the scene
+        started from the stage."""
+        stage = self.decoder.stage
+        scene = None
+        if previous is not None:
+            try:
+                scene = LayeredScene.from_bytes(previous)
+            except ValueError:  # a scene this model cannot draw (another version's): the stage starts one
+                scene = None
+        where = self._scene_named(anchor) or ((scene.place, scene.time) if scene is not None else None)
+        if where is None or not stage.has(*where):
+            where = ("meadow", "day") if stage.has("meadow", "day") else next(iter(stage.places))
+        staged = (scene is None or (scene.place, scene.time) != where or not set(named) <= set(scene.names())
+                  or not stage.has(scene.place, scene.time))
+        if staged:
+            scene = start_scene(stage, *where, named, {c: self._sprite(c) for c in named})
+        h, w = self.decoder.frame_size
+        first = scene_frame(stage, scene)
+        if first.shape[:2] != (h, w):  # a decoder of another frame size than the stage's (a tiny test model)
+            first = cv2.resize(first, (w, h), interpolation=cv2.INTER_AREA)
+        drawn = self.decoder.draw_from_frame(s_a, first)  # s_a's visual part: the frame it starts from, as in training
+        references = {c: cutout_canvas(self._sprite(c), stage.standing * stage.size[0]) for c in named}
+        frames, after = draw_turn(self.decoder.animator, stage, scene, named, drawn, level, references)
+        if frames.shape[1:3] != (h, w):
+            frames = np.stack([cv2.resize(f, (w, h), interpolation=cv2.INTER_AREA) for f in frames])
+        return frames, after, drawn, staged
+
+    def _scene_named(self, anchor: Anchor | None) -> tuple[str, str] | None:
+        """The (place, time) the anchors chose for the turn, if any."""
+        if anchor is None:
+            return None
+        if anchor.scene:
+            return tuple(anchor.scene)
+        bank = self.decoder.anchors
+        entry = bank.entries[anchor.entry] if bank is not None and anchor.entry is not None else {}
+        return (entry["place"], entry["time"]) if entry.get("place") and entry.get("time") else None
+
     def _sprite(self, name: str) -> Sprite:
         """A character's cut-out for the stage: the model's for its cast, the book's for the player's own
         (cut out of its reference sheet once per game)."""
@@ -462,12 +520,14 @@ class Game:
     def open_session(self, session_id: str) -> GameSession:
         """A saved game, with exactly the context it was saved with (history incl. s_a, states)."""
         row = self.store.get_session(session_id)
-        turns = [Turn.from_row(r) for r in self.store.load_turns(session_id)]
+        rows = self.store.load_turns(session_id)
+        turns = [Turn.from_row(r) for r in rows]
         want = (self.engine.cfg.rep_tokens, self.engine.cfg.rep_dim)
         if turns and tuple(turns[0].s_a.shape) != want:
             raise StoreError(f"game {session_id} was played with a model whose s_a is {tuple(turns[0].s_a.shape)}; "
                              f"this model's is {want} (model path then: {row.model.get('path', '?')})")
-        return GameSession(self, row.id, row.characters, row.seed, turns, start_states=row.model.get("start_states"))
+        return GameSession(self, row.id, row.characters, row.seed, turns, start_states=row.model.get("start_states"),
+                           layers=rows[-1].layers if rows else None)
 
     def list_sessions(self):
         return self.store.list_sessions()

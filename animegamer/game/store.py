@@ -53,7 +53,7 @@ from animegamer.core.errors import UserFacingError
 from animegamer.core.video_io import read_video, save_mp4
 from animegamer.world.preview import font
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: turns.layers (a store of version 1 is upgraded when opened)
 DB_NAME = "games.sqlite"
 CLIPS_DIR = "clips"
 EXPORTS_DIR = "exports"
@@ -86,6 +86,8 @@ CREATE TABLE IF NOT EXISTS turns (
     clip          TEXT NOT NULL,         -- clip path relative to the store root
     timings       TEXT NOT NULL,         -- JSON seconds per stage
     created_at    REAL NOT NULL,
+    layers        BLOB,                  -- the scene after the turn when drawn in layers (decoder/layered.py);
+                                         -- kept for a game's newest turn only
     PRIMARY KEY (session_id, idx)
 );
 """
@@ -136,6 +138,7 @@ class TurnRow:
     probs: list[list[float]] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     created_at: float = 0.0
+    layers: bytes | None = None  # the scene after the turn, drawn in layers (LayeredScene.to_bytes), else None
 
 
 class StoreError(RuntimeError, UserFacingError):
@@ -179,6 +182,12 @@ class SessionStore:
             row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             if row is None:
                 db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            elif int(row[0]) == 1:  # version 1 had no layers: every turn of it was drawn whole
+                db.execute("BEGIN IMMEDIATE")
+                if "layers" not in {c[1] for c in db.execute("PRAGMA table_info(turns)")}:
+                    db.execute("ALTER TABLE turns ADD COLUMN layers BLOB")
+                db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+                db.execute("COMMIT")
             elif int(row[0]) != SCHEMA_VERSION:
                 raise StoreError(f"{self.db_path}: schema version {row[0]}, this code reads {SCHEMA_VERSION}")
         if clean:
@@ -308,10 +317,14 @@ class SessionStore:
                 if n != turn.idx:
                     raise StoreError(f"game {turn.session_id} has {n} saved turns, so turn {turn.idx} cannot be "
                                      "saved: it was continued elsewhere (another tab or process); open it again")
-                db.execute("INSERT INTO turns VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (
+                db.execute("INSERT INTO turns VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (
                     turn.session_id, turn.idx, turn.instruction, int(turn.motion_level), json.dumps(turn.deltas),
                     json.dumps(turn.states_before), json.dumps(turn.states), s_a_to_blob(turn.s_a), int(turn.seed),
-                    json.dumps(turn.probs), clip_rel, json.dumps(turn.timings), turn.created_at or time.time()))
+                    json.dumps(turn.probs), clip_rel, json.dumps(turn.timings), turn.created_at or time.time(),
+                    turn.layers))
+                if turn.layers is not None:  # the game goes on from its newest scene only: the older ones go
+                    db.execute("UPDATE turns SET layers = NULL WHERE session_id = ? AND idx < ?",
+                               (turn.session_id, turn.idx))
                 db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (time.time(), turn.session_id))
         except sqlite3.IntegrityError as e:
             raise StoreError(f"game {turn.session_id}: turn {turn.idx} cannot be saved ({e})") from e
@@ -321,7 +334,7 @@ class SessionStore:
         where, params = ("AND idx = ?", (session_id, int(only))) if only is not None else ("", (session_id,))
         with self._connect() as db:
             rows = db.execute(f"""SELECT idx, instruction, motion_level, deltas, states_before, states, s_a, seed,
-                                         clip, probs, timings, created_at
+                                         clip, probs, timings, created_at, layers
                                   FROM turns WHERE session_id = ? {where} ORDER BY idx""", params).fetchall()
         out = []
         for r in rows:
@@ -330,7 +343,8 @@ class SessionStore:
                 raise UnsafePathError(f"game {session_id}: turn {r[0]} names the clip {r[8]!r}, not a file of the "
                                       f"store's clips folder; delete the game (animegamer sessions delete)")
             out.append(TurnRow(session_id, r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4]), json.loads(r[5]),
-                               blob_to_s_a(r[6]), r[7], clip, json.loads(r[9]), json.loads(r[10]), r[11]))
+                               blob_to_s_a(r[6]), r[7], clip, json.loads(r[9]), json.loads(r[10]), r[11],
+                               bytes(r[12]) if r[12] is not None else None))
         return out
 
     # ------------------------------------------------------------------------- housekeeping

@@ -20,6 +20,8 @@ PHASES: dict[str, tuple[str, str]] = {
     "framenet": ("animegamer.training.phase_framenet", "the pixel decoder: a shot's frames from its first, s_a and level"),
     "flowpaint": ("animegamer.training.phase_flowpaint",
                   "the flow-and-paint decoder: a shot's frames as its first moved along drawn flows plus a painted change"),
+    "sprites": ("animegamer.training.phase_sprites",
+                "the sprite animator: a character doing the verb, drawn on a canvas that follows its feet"),
     "motion": ("animegamer.training.phase_motion", "the motion network: a shot's flows from its first picture"),
     "vae": ("animegamer.training.fit_autoencoder", "the shot autoencoder (the decoder's latent space)"),
     "clip": ("animegamer.training.fit_vision_tower", "a CLIP-style vision tower (the evaluator's)"),

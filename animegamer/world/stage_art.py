@@ -27,6 +27,7 @@ from animegamer.world.shot import (
     _character_light,
 )
 
+WIDE_VIEWS = 3  # the stage's wide place pictures: a run crosses about one view a turn
 SPRITE_HEIGHT = 96  # pixel height of a height-1.0 character's cut-out: above its ~40 px in a 96-row frame
 
 
@@ -40,14 +41,20 @@ class PlacePicture:
     light: tuple[list[float], list[float]] | None  # characters' colour = rgb * light[0] + light[1] (None: as drawn)
 
 
-def place_picture(place: str, time: str, height: int = 96, width: int = 144, seed: int = 0) -> PlacePicture:
-    """``place`` at ``time`` with its props (drawn with ``seed``), as a static shot of its middle shows it."""
+def place_picture(place: str, time: str, height: int = 96, width: int = 144, seed: int = 0,
+                  views: int = 1) -> PlacePicture:
+    """``place`` at ``time`` with its props (drawn with ``seed``), as a static shot of its middle shows it;
+    ``views`` > 1: that many views side by side (a camera that follows a character pans across it), the same
+    props at the same scale, the middle view near the single one (the far layers' parallax aside)."""
     places = load_places()
     if place not in places:
         raise ValueError(f"unknown place {place!r}; the world's: {', '.join(places)}")
     rng = np.random.default_rng(seed)
+    if views < 1 or views > WORLD_WIDTH_FACTOR:
+        raise ValueError(f"place_picture: views in 1..{WORLD_WIDTH_FACTOR:g}, got {views}")
+    width *= views
     scene = PlaceScene(places[place], time, sample_props(places[place], rng), height * SUPERSAMPLE,
-                       width * SUPERSAMPLE, world_width_factor=WORLD_WIDTH_FACTOR, seed=seed)
+                       width * SUPERSAMPLE, world_width_factor=WORLD_WIDTH_FACTOR / views, seed=seed)
     cam = float(_camera_path(scene, "static", np.array([0.5]))[0])
     back = scene.render(cam)
     front = scene.render_foreground(back.copy(), cam)
@@ -61,9 +68,9 @@ def place_picture(place: str, time: str, height: int = 96, width: int = 144, see
                                                     [float(v) for v in np.ravel(light[1])]))
 
 
-def place_pictures(height: int = 96, width: int = 144, seed: int = 0) -> list[PlacePicture]:
-    """Every place of the world at every time of day."""
-    return [place_picture(p, t, height, width, seed) for p in load_places() for t in TIMES]
+def place_pictures(height: int = 96, width: int = 144, seed: int = 0, views: int = 1) -> list[PlacePicture]:
+    """Every place of the world at every time of day (``views`` wide: ``place_picture``)."""
+    return [place_picture(p, t, height, width, seed, views) for p in load_places() for t in TIMES]
 
 
 def character_sprite(spec: CharacterSpec, height: int = SPRITE_HEIGHT) -> tuple[np.ndarray, float]:

@@ -6,7 +6,8 @@
 Loads a Game, plays one warm-up turn (first-call allocations), then for each engine history
 window and with / without KV reuse a fresh session of ``turns`` turns of a fixed instruction
 script, into a temporary store. Per turn it records the stages of ``GameSession.step``:
-engine predict, diffusion sampling, autoencoder decode, saving (clip write + store
+engine predict, diffusion sampling (or the network that draws instead: the motion network, the sprite
+animator), autoencoder decode, saving (clip write + store
 transaction), and the whole step. Rows report medians over the turns that have history
 (turn index >= 1: where the window and the KV cache matter; turn 0 of each session is not
 counted). Peak memory is the process's peak RSS (ru_maxrss), RSS after loading is also given; on a
@@ -114,6 +115,8 @@ def play_row(game: Game, window: int, kv_reuse: bool, turns: int, seed: int = 0)
         stack.enter_context(wrapped(decoder, "decode_latents", _timed(decoding)))
         if decoder.motion is not None:  # flow motion: the motion network samples instead (and nothing decodes)
             stack.enter_context(wrapped(decoder.motion, "sample_flows", _timed(sampling)))
+        if decoder.animator is not None:  # in layers the sprite animator draws instead (and nothing decodes)
+            stack.enter_context(wrapped(decoder.animator, "draw", _timed(sampling)))
         if not kv_reuse:
             stack.enter_context(wrapped(engine, "predict", _no_kv_reuse))
         stack.enter_context(wrapped(engine, "predict", _kept(predictions)))

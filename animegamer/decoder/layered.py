@@ -1,0 +1,236 @@
+"""Play in layers: a scene is a place at a time of day and the characters in it, each as a sprite where its feet
+stand; a turn is drawn by the sprite animator (``decoder/sprite_animator.py``) for the characters who act and
+pasted into the place (``decoder/layers.py``).
+
+A scene starts from the stage (``decoder/stage.py``): the place's picture with no one in it and each character's
+cut-out standing where ``stage.positions`` puts it, the right-hand one of several turned towards the others (as
+``Stage.compose`` stands them). Every later frame of a turn is the animator's: for each acting character it draws
+frames 1..16 from the sprite the character has now, and the character keeps its last drawn sprite and where its
+feet ended, so the next turn goes on from the last frame the player saw (a character who sat down stands up
+from where she sat). Characters who do not act hold still. Nothing here calls the world's renderer.
+
+The animator draws facing the way the world's tracks face (alone or the subject of a pair: right; a pair's
+partner: left); a character facing the other way is mirrored in and its drawing mirrored back. A character whose
+travel would take it out of the view turns round first, as the world's travellers head for the side with room.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import torch
+from safetensors import SafetensorError
+from safetensors.numpy import load as load_np
+from safetensors.numpy import save as save_np
+
+from animegamer.decoder.layers import cutout_canvas, layered_shot
+from animegamer.decoder.sprite_animator import SpriteAnimator, to_unit
+from animegamer.decoder.stage import PlaceView, Sprite, Stage, positions
+from animegamer.world.sprite_tracks import PAIR_START_PX, SPRITE_H, SPRITE_W
+
+EDGE = 0.08  # a character's feet stay this far (a share of the view's width) from the place's ends
+TRAVELS_PX = 4.0  # a character whose feet move this far in a turn is followed by the camera
+FOLLOW = 0.15  # a followed character is eased to this share of the width behind the view's middle (room ahead)
+EASE_FRAMES = 8  # frames the camera takes to bring a followed character there
+MAX_ACTORS = 64  # a saved scene holds at most this many characters (a game's most)
+MAX_LAYERS_BYTES = MAX_ACTORS * SPRITE_H * SPRITE_W * 4 + 64 * 1024  # a saved scene's blob: its sprites and header
+
+
+@dataclass
+class ActorLayer:
+    name: str
+    sprite: np.ndarray  # uint8 (SPRITE_H, SPRITE_W, 4), premultiplied, as the player sees it now
+    x: float  # the feet's column in the place's picture (its wide one where the stage has it), in pixels
+    facing: int  # +1 right, -1 left: the way the sprite faces
+
+
+@dataclass
+class LayeredScene:
+    place: str
+    time: str
+    actors: list[ActorLayer] = field(default_factory=list)
+    camera: float = 0.0  # the view's left edge in the place's picture (its wide one where the stage has it)
+
+    def names(self) -> list[str]:
+        return [a.name for a in self.actors]
+
+    def to_bytes(self) -> bytes:
+        """The scene as one safetensors blob (the sprites) with its metadata (place, time, names, feet, facing)."""
+        meta = {"place": self.place, "time": self.time, "camera": repr(float(self.camera)),
+                "actors": json.dumps([{"name": a.name, "x": a.x, "facing": a.facing} for a in self.actors])}
+        return save_np({f"sprite{i}": np.ascontiguousarray(a.sprite) for i, a in enumerate(self.actors)}, meta)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "LayeredScene":
+        """The inverse of ``to_bytes``, checked (a saved game may come from anyone): ValueError saying what is
+        wrong with a blob that is not a scene this code draws."""
+        if len(data) > MAX_LAYERS_BYTES:
+            raise ValueError(f"{len(data)} bytes, a scene is at most {MAX_LAYERS_BYTES}")
+        try:
+            tensors = load_np(data)  # safetensors checks the header and every tensor against the data's length
+            header_len = int.from_bytes(data[:8], "little")
+            meta = json.loads(data[8:8 + header_len]).get("__metadata__") or {}
+            place, time, actors = meta["place"], meta["time"], json.loads(meta["actors"])
+            camera = float(meta.get("camera", 0.0))
+            if not np.isfinite(camera):
+                raise ValueError("its camera is not a number")
+            if not isinstance(actors, list) or len(actors) > MAX_ACTORS or set(tensors) != {
+                    f"sprite{i}" for i in range(len(actors))}:
+                raise ValueError("its sprites and its characters do not match")
+            layers = []
+            for i, a in enumerate(actors):
+                name, x, facing = a["name"], float(a["x"]), a["facing"]
+                sprite = tensors[f"sprite{i}"]
+                if not isinstance(name, str) or not 0 < len(name) <= 64 or not np.isfinite(x) or facing not in (1, -1):
+                    raise ValueError(f"character {i} is not a name, a column and a facing")
+                if sprite.dtype != np.uint8 or sprite.shape != (SPRITE_H, SPRITE_W, 4):
+                    raise ValueError(f"character {i}'s sprite is {sprite.dtype} {sprite.shape}, not uint8 "
+                                     f"{(SPRITE_H, SPRITE_W, 4)}")
+                layers.append(ActorLayer(name, sprite, x, facing))
+        except (KeyError, ValueError, TypeError, AttributeError, SafetensorError, RecursionError) as e:
+            raise ValueError(f"not a layered scene: {e}") from None
+        if not (isinstance(place, str) and isinstance(time, str) and len(place) <= 64 and len(time) <= 64):
+            raise ValueError("not a layered scene: its place and time are not names")
+        return cls(place, time, layers, camera)
+
+
+def start_scene(stage: Stage, place: str, time: str, names: list[str], sprites: dict[str, Sprite]) -> LayeredScene:
+    """``names`` standing in ``place`` at ``time`` as the stage composes them (the right-hand one of several
+    turned towards the others), but a pair as the world stands one: PAIR_START_PX apart, face to face."""
+    h, w = stage.size
+    camera = (place_width(stage, place, time) - w) / 2  # the middle view: the stage's one-view picture
+    xs = ([w / 2 - PAIR_START_PX / 2, w / 2 + PAIR_START_PX / 2] if len(names) == 2
+          else [x * w for x in positions(len(names))])
+    actors = []
+    for k, (name, x) in enumerate(zip(names, xs)):
+        canvas = cutout_canvas(sprites[name], stage.standing * h)
+        facing = -1 if len(names) > 1 and k == len(names) - 1 else 1
+        actors.append(ActorLayer(name, canvas[:, ::-1].copy() if facing < 0 else canvas, camera + x, facing))
+    return LayeredScene(place, time, actors, camera)
+
+
+def place_width(stage: Stage, place: str, time: str) -> int:
+    """How wide the picture a scene in ``place`` at ``time`` plays on is: its wide one where the stage has it."""
+    view = stage.places[(place, time)]
+    return (view.wide if view.wide is not None else view.background).shape[1]
+
+
+def _shot(view: PlaceView, sprites: list[np.ndarray], feet: list[np.ndarray], camera: np.ndarray) -> np.ndarray:
+    return layered_shot(view, sprites, feet, camera if view.wide is not None else None)
+
+
+def _blocked(scene: LayeredScene, acting: list[str]) -> LayeredScene:
+    """A pair that acts stands as the world stands one before it moves: the partner PAIR_START_PX in front of its
+    subject, facing it (the animator's partner moves from there to its verb's gap)."""
+    if len(acting) != 2:
+        return scene
+    by = {a.name: a for a in scene.actors}
+    sub, par = by[acting[0]], by[acting[1]]
+    facing = -sub.facing
+    sprite = par.sprite if par.facing == facing else par.sprite[:, ::-1].copy()
+    moved = ActorLayer(par.name, sprite, sub.x + sub.facing * PAIR_START_PX, facing)
+    return LayeredScene(scene.place, scene.time, [moved if a.name == par.name else a for a in scene.actors],
+                        scene.camera)
+
+
+def scene_frame(stage: Stage, scene: LayeredScene) -> np.ndarray:
+    """uint8 (H, W, 3): the scene as it stands (the first frame of its next turn)."""
+    view = stage.places[(scene.place, scene.time)]
+    ground = view.ground * stage.size[0]
+    return _shot(view, [a.sprite[None] / 255.0 for a in scene.actors],
+                 [np.array([[a.x, ground]]) for a in scene.actors], np.array([scene.camera]))[0]
+
+
+def roles(acting: int) -> list[int]:
+    """The animator's role of each acting character: a pair acts as subject (1) and partner (2), others alone (0)."""
+    return [1, 2] if acting == 2 else [0] * acting
+
+
+def _canonical_facing(role: int) -> int:
+    return -1 if role == 2 else 1  # the world draws a pair's partner facing its subject, on the right
+
+
+def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, acting: list[str], s_a: torch.Tensor,
+              level: int, references: dict[str, np.ndarray]) -> tuple[np.ndarray, LayeredScene]:
+    """uint8 (T, H, W, 3): frame 0 the scene as it stands, frames 1..T-1 with each of ``acting`` drawn by the
+    animator from ``s_a`` (N, D) and ``level``, and from its reference cut-out on the canvas, facing right
+    (``references``: name -> ``cutout_canvas``); and the scene after the turn. Where the first of ``acting``
+    travels, the camera follows it across the place's wide picture (easing it to just behind the view's
+    middle, as the world's follow camera keeps a runner); otherwise the camera stays."""
+    view = stage.places[(scene.place, scene.time)]
+    h, w = stage.size
+    ground = view.ground * h
+    t = animator.config.frames
+    frame0 = scene_frame(stage, scene)  # what the player saw last, before a pair is blocked
+    scene = _blocked(scene, acting)
+    width = place_width(stage, scene.place, scene.time)
+    lo, hi = EDGE * w, width - EDGE * w
+    acts = {name: role for name, role in zip(acting, roles(len(acting)))}
+    sprites, feet, after = [], [], []
+    for actor in scene.actors:
+        if actor.name not in acts:
+            sprites.append(np.repeat(actor.sprite[None] / 255.0, t, 0))
+            feet.append(np.tile([actor.x, ground], (t, 1)))
+            after.append(actor)
+            continue
+        role = acts[actor.name]
+        ref = references[actor.name]
+        drawn, xs, lift = _animate(animator, actor, role, s_a, level, ref)
+        if not lo <= xs[-1] <= hi:  # it would leave the view: it turns round and goes the other way
+            actor = replace(actor, sprite=actor.sprite[:, ::-1].copy(), facing=-actor.facing)
+            drawn2, xs2, lift2 = _animate(animator, actor, role, s_a, level, ref)
+            if abs(np.clip(xs2[-1], lo, hi) - xs2[-1]) < abs(np.clip(xs[-1], lo, hi) - xs[-1]):
+                drawn, xs, lift = drawn2, xs2, lift2
+            else:
+                actor = replace(actor, sprite=actor.sprite[:, ::-1].copy(), facing=-actor.facing)
+        xs = np.clip(xs, lo, hi)
+        lift = lift.copy()
+        lift[-1] = 0.0  # the turn ends on the ground, where the next one starts (its frame 0 is this frame)
+        sprites.append(drawn)
+        feet.append(np.stack([xs, ground - lift], axis=1))
+        after.append(ActorLayer(actor.name, np.clip((drawn[-1] * 255).round(), 0, 255).astype(np.uint8),
+                                float(xs[-1]), actor.facing))
+    camera = np.full(t, scene.camera)
+    if acting:
+        lead = feet[[a.name for a in scene.actors].index(acting[0])][:, 0]
+        camera = follow(lead, scene.camera, w, width)
+    frames = _shot(view, sprites, feet, camera)
+    frames[0] = frame0
+    return frames, LayeredScene(scene.place, scene.time, after, float(camera[-1]))
+
+
+def follow(x: np.ndarray, camera: float, w: int, width: int) -> np.ndarray:
+    """The camera's left edge per frame for a character whose feet are at ``x`` (T,) in a place ``width`` wide
+    seen ``w`` wide: still unless it travels TRAVELS_PX; then it keeps the character on screen where it was,
+    eased over EASE_FRAMES to FOLLOW behind the middle (room ahead), within the place's ends."""
+    t = len(x)
+    travel = float(x[-1] - x[0])
+    if abs(travel) < TRAVELS_PX or width <= w:
+        return np.full(t, float(camera))
+    start = float(x[0] - camera)  # where it is on screen
+    target = w * (0.5 - FOLLOW * np.sign(travel))
+    ease = np.minimum(1.0, np.arange(t) / EASE_FRAMES)
+    return np.clip(x - (start + (target - start) * ease), 0.0, width - w)
+
+
+@torch.no_grad()
+def _animate(animator: SpriteAnimator, actor: ActorLayer, role: int, s_a: torch.Tensor, level: int,
+             reference: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """-> the sprites (T, H, W, 4) in [0, 1] as seen (frame 0 the actor's own), the feet's column (T,) and lift
+    (T,) in pixels. ``reference``: the character's cut-out on the canvas, facing right."""
+    canonical = _canonical_facing(role)
+    mirror = actor.facing != canonical
+    source = actor.sprite[:, ::-1] if mirror else actor.sprite
+    ref = reference[:, ::-1] if canonical < 0 else reference  # facing the way the role's track faces
+    first = to_unit(torch.from_numpy(np.ascontiguousarray(source)))[None]
+    dev = next(animator.parameters()).device
+    frames, offsets = animator.draw(first.to(dev), to_unit(torch.from_numpy(np.ascontiguousarray(ref)))[None].to(dev),
+                                    s_a[None].float().to(dev), torch.tensor([level], device=dev),
+                                    torch.tensor([role], device=dev))
+    frames = torch.cat([first.to(dev), frames[0]]).permute(0, 2, 3, 1).cpu().numpy()  # (T, H, W, 4)
+    offsets = np.concatenate([np.zeros((1, 2), np.float32), offsets[0].cpu().numpy()])  # (T, 2), +x the way drawn
+    if mirror:
+        frames = frames[:, :, ::-1]
+        offsets[:, 0] = -offsets[:, 0]
+    return np.ascontiguousarray(frames), actor.x + offsets[:, 0], offsets[:, 1]

@@ -1,0 +1,292 @@
+"""The sprite animator: a network that draws one character doing the verb, frame by frame, from a picture of
+that character, on a small canvas that follows its feet. A shot is then layered: the place, each character's
+drawn sprite where its feet go, the place's foreground.
+
+Why a canvas per character (measured, docs/framenet.md): in a 96 x 144 frame a character stands ~40 px tall and
+the action is a few limbs a few pixels wide, ~2 % of the frame's pixels. The whole-frame drawers (FrameNet,
+FlowPaint) spend their loss and their CPU on scenery and camera pans and, within the training this CPU gives a
+session, never got to the limbs; the true chained DIS flow at that scale is a smooth blob around the character,
+so a flow target cannot teach a limb either. On an 80 x 80 canvas centred on the feet every sample is a character,
+always at the same place and scale, and the pose change is a large share of what is drawn. The game's stage
+already knows each character's cut-out and where its feet stand, so play has the layers this needs.
+
+One frame a forward, as FlowPaint: the frame's index (1..16), the motion level, the character's role (alone, the
+subject of a pair action, its partner) and the input's noise-augmentation level in the embedding, s_a in
+cross-attention at the coarse levels and its mean token in the embedding. The input sprite is given in place
+(premultiplied RGBA). Per frame the network draws a per-pixel flow, a painted sprite and a mask between them:
+the sprite = (1 - mask) * input moved along the flow + mask * painted, so what the input holds (the face, the
+clothes' colours) is carried, and what it does not (an arm raised, a body lying down) is painted; plus the
+feet's move (a stride, a jump's lift) as two numbers. Trained by regression on the world's sprite tracks
+(``world/sprite_tracks.py``): a verb's poses follow from the verb, the adverb and the time, so there is no
+unknown phase to average away (the world's phase varies by at most a seventh of a cycle).
+
+All sprites face right; play mirrors the input of a left-facing character and mirrors back what is drawn.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from animegamer.core.checkpoint import load_json, load_safetensors, run_dir, save_model_dir
+from animegamer.decoder.flow_paint import Stage, warp
+from animegamer.decoder.frame_net import fourier, norm
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+FORMAT = "animegamer-sprite-animator"
+OUT_CHANNELS = 2 + 1 + 4  # flow (dx, dy), mask, painted RGBA
+
+
+@dataclass
+class SpriteAnimatorConfig:
+    frames: int = 17  # frames of a shot, the first one given
+    height: int = 80  # the canvas (world/sprite_tracks.py: SPRITE_H x SPRITE_W, feet at row 66, centre column)
+    width: int = 80
+    stem: int = 4  # space-to-depth factor: 80 x 80 -> 20 x 20 (0.75 s a step of 8 tracks x 4 frames on 2 cores;
+    # at 2, 40 x 40, three times that)
+    channels: tuple[int, ...] = (64, 128, 192)
+    blocks: int = 2
+    attention_from: int = 1  # cross-attention to s_a at levels >= this
+    heads: int = 4
+    emb_dim: int = 256
+    cond_dim: int = 256  # s_a's width (the shipped E_a's)
+    levels: int = 5
+    roles: int = 3  # alone, the subject of a pair action, its partner
+    # the character's reference cut-out (standing, the way the input faces) given beside the input pose: who the
+    # character is comes from a clean picture every turn, so a scene that goes on from drawn sprites cannot drift
+    # away from it (reference-guided animation, as Animate Anyone's reference net; the input gives only the pose)
+    reference: bool = True
+    flow_scale: float = 4.0  # pixels per unit of the flow output
+    offset_scale: float = 16.0  # pixels per unit of the feet's move (a wild run travels ~8 px a frame)
+    mask_bias: float = -3.0  # the mask starts nearly closed: the untrained network copies its input
+    # training
+    moving_weight: float = 4.0  # extra weight on canvas pixels that differ from the input (the pose change)
+    offset_weight: float = 1.0
+    aug_max: float = 0.1  # input noise augmentation: in play a continuing scene starts from a drawn sprite
+    standing_share: float = 0.4  # share of training inputs that are the character standing (a scene's start)
+    frames_per_track: int = 4  # frames drawn per track and training step
+
+    def __post_init__(self) -> None:
+        self.channels = tuple(int(c) for c in self.channels)
+        unit = self.stem * 2 ** (len(self.channels) - 1)
+        if self.frames < 2 or self.height % unit or self.width % unit:
+            raise ValueError(f"SpriteAnimatorConfig: frames >= 2 and height, width multiples of {unit}, got "
+                             f"{self.frames}, {self.height}x{self.width}")
+        if any(c % self.heads or c % 8 for c in self.channels) or self.blocks < 1:
+            raise ValueError(f"SpriteAnimatorConfig: channels must be multiples of 8 and of heads, blocks >= 1, got "
+                             f"{self.channels}, {self.heads}, {self.blocks}")
+        if not 1 <= self.frames_per_track <= self.frames - 1 or not 0 <= self.standing_share <= 1:
+            raise ValueError(f"SpriteAnimatorConfig: frames_per_track in 1..{self.frames - 1}, standing_share in "
+                             f"0..1, got {self.frames_per_track}, {self.standing_share}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"channels": list(self.channels)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "SpriteAnimatorConfig":
+        unknown = set(d) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValueError(f"SpriteAnimatorConfig: unknown fields {sorted(unknown)}")
+        return cls(**d)
+
+
+SPRITE_ANIMATOR_PRESETS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "tiny": dict(frames=5, height=16, width=16, stem=2, channels=(16, 32), blocks=1, heads=2, emb_dim=32, cond_dim=16,
+                 frames_per_track=2),
+}
+
+
+def sprite_animator_preset(name: str, **overrides: Any) -> SpriteAnimatorConfig:
+    if name not in SPRITE_ANIMATOR_PRESETS:
+        raise ValueError(f"unknown sprite animator preset {name!r}; choose from {sorted(SPRITE_ANIMATOR_PRESETS)}")
+    return SpriteAnimatorConfig(**{**SPRITE_ANIMATOR_PRESETS[name], **overrides})
+
+
+class SpriteAnimatorNet(nn.Module):
+    """forward(sprite, reference, s_a, level, index, role, aug) -> (offset (M, 2), flow (M, 2, H, W), mask logit
+    (M, 1, H, W), paint (M, 4, H, W)); the sprite and its reference in [-1, 1] (premultiplied RGBA scaled), flow and
+    offset in their scales' units, paint in [0, 1] units before clamping."""
+
+    def __init__(self, config: SpriteAnimatorConfig) -> None:
+        super().__init__()
+        self.config = cfg = config
+        e, s = cfg.emb_dim, cfg.stem
+        self.aug_mlp = nn.Sequential(nn.Linear(e, e), nn.SiLU(), nn.Linear(e, e))
+        self.level_emb = nn.Embedding(cfg.levels + 1, e)  # index 0 unused: levels are 1..5
+        self.index_emb = nn.Embedding(cfg.frames, e)  # index 0 unused: frame 0 is given
+        self.role_emb = nn.Embedding(cfg.roles, e)
+        self.cond_proj = nn.Sequential(nn.LayerNorm(cfg.cond_dim), nn.Linear(cfg.cond_dim, e))
+        self.cond_norm = nn.LayerNorm(cfg.cond_dim)
+        c0 = cfg.channels[0]
+        self.conv_in = nn.Conv2d((8 if cfg.reference else 4) * s * s, c0, 3, padding=1)
+        self.down, self.downsample, self.up, self.up_conv = (nn.ModuleList() for _ in range(4))
+        c_prev = c0
+        for i, c in enumerate(cfg.channels):
+            self.down.append(Stage(c_prev, c, cfg, i >= cfg.attention_from, cfg.blocks))
+            last = i == len(cfg.channels) - 1
+            self.downsample.append(nn.Identity() if last else nn.Conv2d(c, c, 3, stride=2, padding=1))
+            c_prev = c
+        self.mid = Stage(c_prev, c_prev, cfg, True, 1)
+        for i in reversed(range(len(cfg.channels))):
+            c = cfg.channels[i]
+            self.up_conv.append(nn.Conv2d(c_prev, c_prev, 3, padding=1))
+            self.up.append(Stage(c_prev + c, c, cfg, i >= cfg.attention_from, cfg.blocks))
+            c_prev = c
+        self.offset = nn.Linear(cfg.channels[-1], 2)  # the feet's move, from the coarsest features
+        nn.init.zeros_(self.offset.weight)
+        nn.init.zeros_(self.offset.bias)
+        self.norm_out = norm(c0)
+        self.conv_out = nn.Conv2d(c0, OUT_CHANNELS * s * s, 3, padding=1)
+        nn.init.zeros_(self.conv_out.weight)
+        with torch.no_grad():  # pixel_shuffle takes channel c's s*s sub-pixels from [c s^2, (c+1) s^2)
+            self.conv_out.bias.zero_()
+            self.conv_out.bias[2 * s * s: 3 * s * s] = cfg.mask_bias
+
+    def forward(self, sprite: torch.Tensor, reference: torch.Tensor | None, s_a: torch.Tensor, level: torch.Tensor,
+                index: torch.Tensor, role: torch.Tensor, aug: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        cfg = self.config
+        if cfg.reference:
+            if reference is None:
+                raise ValueError("this sprite animator draws from a reference cut-out: pass one")
+            sprite = torch.cat([sprite, reference], dim=1)
+        emb = (self.aug_mlp(fourier(aug, cfg.emb_dim)) + self.level_emb(level) + self.index_emb(index)
+               + self.role_emb(role) + self.cond_proj(s_a.mean(dim=1)))
+        emb = F.silu(emb)  # (M, E)
+        cond = self.cond_norm(s_a)  # (M, N, D)
+        x = self.conv_in(F.pixel_unshuffle(sprite, cfg.stem))
+        skips = []
+        for stage, down in zip(self.down, self.downsample):
+            x = stage(x, emb, cond)
+            skips.append(x)
+            x = down(x)
+        x = self.mid(x, emb, cond)
+        offset = self.offset(x.mean(dim=(2, 3)))  # (M, 2)
+        for stage, conv in zip(self.up, self.up_conv):
+            skip = skips.pop()
+            if x.shape[-2:] != skip.shape[-2:]:
+                x = conv(F.interpolate(x, size=skip.shape[-2:], mode="nearest"))
+            x = stage(torch.cat([x, skip], dim=1), emb, cond)
+        x = F.pixel_shuffle(self.conv_out(F.silu(self.norm_out(x))), cfg.stem)  # (M, 7, H, W)
+        return offset, x[:, :2], x[:, 2:3], x[:, 3:]
+
+
+def load_into(model: "SpriteAnimator", state: dict[str, torch.Tensor]) -> None:
+    """Weights of another run into ``model`` (``train sprites --init``): a run drawn without a reference cut-out
+    starts one that has it with the reference's input weights at zero, so it draws exactly as before."""
+    key = "net.conv_in.weight"
+    own = model.state_dict()[key]
+    if key in state and state[key].shape != own.shape and state[key].shape[1] * 2 == own.shape[1]:
+        state = dict(state)
+        state[key] = torch.cat([state[key], torch.zeros_like(state[key])], dim=1)
+    model.load_state_dict({k: v.float() for k, v in state.items()})
+
+
+def to_unit(sprites: torch.Tensor) -> torch.Tensor:
+    """uint8 (..., H, W, 4) -> float (..., 4, H, W) in [0, 1]."""
+    return sprites.movedim(-1, -3).float().div(255)
+
+
+class SpriteAnimator(nn.Module):
+    """SpriteAnimatorNet with its training loss (``forward``) and its drawing (``draw``)."""
+
+    def __init__(self, net: SpriteAnimatorNet) -> None:
+        super().__init__()
+        self.net = net
+        self.config = net.config
+
+    def config_dict(self) -> dict[str, Any]:
+        return {"format": FORMAT, "net": self.config.to_dict()}
+
+    def save_pretrained(self, directory: str | Path, dtype: torch.dtype | None = torch.float16) -> Path:
+        return save_model_dir(directory, self.state_dict(), {"model_config": self.config_dict()}, dtype,
+                              WEIGHTS_NAME, CONFIG_NAME)
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, device: str | torch.device = "cpu") -> "SpriteAnimator":
+        """From a directory with config.json + model.safetensors: a `train sprites` run, its final/, or a packed
+        decoder's sprite_animator/."""
+        d = run_dir(path, "sprite animator", CONFIG_NAME)
+        meta = load_json(d / CONFIG_NAME).get("model_config", {})
+        if meta.get("format") != FORMAT:
+            raise ValueError(f"{d}: not a sprite animator (format {meta.get('format')!r})")
+        model = cls(SpriteAnimatorNet(SpriteAnimatorConfig.from_dict({"reference": False, **meta["net"]})))
+        model.load_state_dict({k: v.float() for k, v in load_safetensors(d / WEIGHTS_NAME).items()})
+        return model.to(device).eval()
+
+    def frame(self, sprite: torch.Tensor, reference: torch.Tensor | None, s_a: torch.Tensor, level: torch.Tensor,
+              index: torch.Tensor, role: torch.Tensor, aug: torch.Tensor, seen: torch.Tensor | None = None,
+              mode: str = "bilinear") -> tuple[torch.Tensor, torch.Tensor]:
+        """sprite and reference (M, 4, H, W) in [0, 1] -> (the drawn sprite (M, 4, H, W) in [0, 1], the feet's move
+        (M, 2) in pixels, +x right, +y up). ``seen``: the network's view of the input (noise-augmented in training)."""
+        cfg = self.config
+        seen = sprite if seen is None else seen
+        offset, flow, mask, paint = self.net(seen * 2 - 1, None if reference is None else reference * 2 - 1, s_a,
+                                             level, index, role, aug)
+        moved = warp(sprite, flow.float() * cfg.flow_scale, mode)
+        m = torch.sigmoid(mask.float())
+        drawn = (1 - m) * moved + m * paint.float()
+        alpha = drawn[:, 3:].clamp(0, 1)
+        colour = torch.minimum(drawn[:, :3].clamp(0, 1), alpha)  # premultiplied: no colour where nothing is drawn
+        return torch.cat([colour, alpha], dim=1), offset.float() * cfg.offset_scale
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+        """batch: rgba uint8 (B, T, H, W, 4), standing uint8 (B, H, W, 4), offset (B, T, 2) pixels, s_a (B, N, D),
+        motion_level (B,), role (B,). ``frames_per_track`` random frames of each track are drawn and graded, from
+        the track's frame 0 or (a ``standing_share`` of tracks) the character standing."""
+        cfg = self.config
+        rgba, dev = batch["rgba"], batch["rgba"].device
+        b, k = rgba.shape[0], cfg.frames_per_track
+        index = torch.stack([torch.randperm(cfg.frames - 1, device=dev)[:k] + 1 for _ in range(b)])  # (B, K)
+        track = torch.arange(b, device=dev)[:, None].expand(b, k)
+        target = to_unit(rgba[track, index]).flatten(0, 1)  # (BK, 4, H, W)
+        offset_true = batch["offset"][track, index].float().flatten(0, 1)  # (BK, 2)
+        reference = to_unit(batch["standing"])
+        standing = torch.rand(b, device=dev) < cfg.standing_share
+        source = torch.where(standing[:, None, None, None], reference, to_unit(rgba[:, 0]))
+        aug = torch.rand(b, device=dev) * cfg.aug_max
+        seen = (source + aug[:, None, None, None] * torch.randn_like(source)).clamp(0, 1)
+        rep = lambda x: x.repeat_interleave(k, dim=0)  # noqa: E731  per track -> per drawn frame
+        source_r = rep(source)
+        drawn, offset = self.frame(source_r, rep(reference) if cfg.reference else None, rep(batch["s_a"].float()),
+                                   rep(batch["motion_level"].long()), index.flatten(), rep(batch["role"].long()),
+                                   rep(aug), rep(seen))
+        moving = ((target - source_r).abs().amax(dim=1, keepdim=True) > 0.05).float()
+        weight = 1 + cfg.moving_weight * moving
+        weight = weight / weight.mean(dim=(1, 2, 3), keepdim=True)
+        picture = ((drawn - target).abs() * weight).mean()
+        copy = ((source_r - target).abs() * weight).mean()  # what copying the input would cost: learning is the gap
+        feet = (offset - offset_true).abs().mean() / cfg.offset_scale
+        loss = picture + cfg.offset_weight * feet
+        return loss, {"loss": float(loss.detach()), "picture": float(picture.detach()), "copy": float(copy),
+                      "feet": float(feet.detach()), "feet_still": float(offset_true.abs().mean() / cfg.offset_scale)}
+
+    @torch.no_grad()
+    def draw(self, sprite: torch.Tensor, reference: torch.Tensor | None, s_a: torch.Tensor, level: torch.Tensor,
+             role: torch.Tensor, aug: float = 0.0, mode: str = "bicubic",
+             chunk: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+        """sprite and the character's reference cut-out (B, 4, H, W) in [0, 1] (premultiplied RGBA, facing as the
+        role's track: right, a pair's partner left), s_a (B, N, D), level (B,), role (B,) -> frames 1..T-1
+        (B, T-1, 4, H, W) in [0, 1] and the feet's move from frame 0 (B, T-1, 2) in pixels. Deterministic: a
+        character's verb at an adverb has one motion in the world."""
+        cfg = self.config
+        b, t = sprite.shape[0], cfg.frames - 1
+        index = torch.arange(1, cfg.frames, device=sprite.device).repeat(b)  # (B*T',)
+        rep = lambda x: x.repeat_interleave(t, dim=0)  # noqa: E731
+        sprite_r, s_a_r, level_r, role_r = rep(sprite), rep(s_a.float()), rep(level.long()), rep(role.long())
+        ref_r = rep(reference) if self.config.reference else None
+        aug_r = torch.full((b * t,), float(aug), device=sprite.device)
+        drawn, offsets = [], []
+        for i in range(0, b * t, chunk):
+            d, o = self.frame(sprite_r[i:i + chunk], None if ref_r is None else ref_r[i:i + chunk], s_a_r[i:i + chunk],
+                              level_r[i:i + chunk], index[i:i + chunk], role_r[i:i + chunk], aug_r[i:i + chunk],
+                              mode=mode)
+            drawn.append(d)
+            offsets.append(o)
+        return (torch.cat(drawn).reshape(b, t, 4, *sprite.shape[-2:]).clamp(0, 1),
+                torch.cat(offsets).reshape(b, t, 2))

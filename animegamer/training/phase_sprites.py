@@ -1,0 +1,146 @@
+"""The sprite animator: train the network that draws a character doing the verb on a canvas that follows its
+feet (decoder/sprite_animator.py).
+
+    animegamer train sprites --data WORLD_DIR --out DIR [--limit N] [--resume] [--max-seconds S]
+    animegamer train sprites --render-sessions 3000 --render-seed 1000 --out DIR   # no dataset on disk
+
+Each train shot gives its s_a (the shipped E_a on its TRUE first frame, frozen: ``training/framenet_data.py``)
+and its motion level; the world re-plans the shot from its seed and draws each of its characters alone, frame
+by frame (``world/sprite_tracks.py``, ~50 ms a shot): the sprite's target. ``--resume`` continues a stopped run;
+``OUT/final/`` holds ``config.json`` and ``model.safetensors`` (EMA weights), loadable by
+``SpriteAnimator.from_pretrained``.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import multiprocessing as mp
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from animegamer.core.runs import resolve_decoder
+from animegamer.core.checkpoint import load_safetensors, run_dir
+from animegamer.decoder.sprite_animator import (
+    WEIGHTS_NAME,
+    SpriteAnimator,
+    SpriteAnimatorNet,
+    load_into,
+    sprite_animator_preset,
+)
+from animegamer.training.arguments import add_train_arguments, train_config_from_args
+from animegamer.training.framenet_data import TEXT_TABLE, ActionParts, add_shot_arguments, compute_s_a, train_shots
+from animegamer.training.loop import TrainConfig, train
+from animegamer.training.phase_framenet import SHIPPED
+from animegamer.world.sprite_tracks import SpriteTrack, row_tracks, session_lengths
+
+PRESETS: dict[str, TrainConfig] = {
+    "tiny": TrainConfig(steps=4, batch_size=2, lr=1e-3, warmup_steps=1, log_every=2, save_every=2, ema_decay=0.0),
+    "default": TrainConfig(steps=30000, batch_size=8, lr=3e-4, weight_decay=0.0, warmup_steps=100,
+                           schedule="constant", ema_decay=0.995, log_every=20, save_every=200, grad_clip=1.0),
+}
+
+
+@dataclasses.dataclass
+class SpriteTensors:
+    """Every character track of a set of shots, with the shot it comes from."""
+
+    rgba: torch.Tensor  # uint8 (M, T, H, W, 4)
+    standing: torch.Tensor  # uint8 (M, H, W, 4)
+    offset: torch.Tensor  # float32 (M, T, 2)
+    role: torch.Tensor  # long (M,)
+    shot: torch.Tensor  # long (M,): index into the shots
+    skipped: int  # shots whose re-plan did not match their row
+
+
+def _tracks(job: tuple[dict[str, Any], int, int]) -> list[SpriteTrack] | None:
+    row, n_turns, n_frames = job
+    torch.set_num_threads(1)
+    try:
+        return row_tracks(row, n_turns, n_frames)
+    except ValueError:
+        return None
+
+
+def sprite_tensors(rows: list[dict[str, Any]], n_frames: int, workers: int = 2, progress: bool = True) -> SpriteTensors:
+    """The sprite tracks of every row (``world/sprite_tracks.row_tracks``), spread over ``workers`` processes."""
+    lengths = session_lengths(rows)
+    jobs = [(r, lengths[(int(r["seed"]), int(r["session"]))], n_frames) for r in rows]
+    bar = dict(total=len(jobs), desc="sprites", disable=not progress)
+    if workers <= 1:
+        results = [_tracks(j) for j in tqdm(jobs, **bar)]
+    else:
+        with mp.get_context("spawn").Pool(workers) as pool:
+            results = list(tqdm(pool.imap(_tracks, jobs, chunksize=8), **bar))
+    flat = [(i, t) for i, ts in enumerate(results) if ts for t in ts]
+    if not flat:
+        raise ValueError("no sprite tracks: no row could be re-planned from its seed")
+    return SpriteTensors(torch.from_numpy(np.stack([t.rgba for _, t in flat])),
+                         torch.from_numpy(np.stack([t.standing for _, t in flat])),
+                         torch.from_numpy(np.stack([t.offset for _, t in flat])),
+                         torch.tensor([t.role for _, t in flat]), torch.tensor([i for i, _ in flat]),
+                         sum(r is None for r in results))
+
+
+class SpriteShots(torch.utils.data.Dataset):
+    """One item per character track: its sprites, standing sprite, feet offsets, role, and its shot's s_a, level."""
+
+    def __init__(self, sprites: SpriteTensors, s_a: torch.Tensor, levels: torch.Tensor) -> None:
+        self.sprites, self.s_a, self.levels = sprites, s_a, levels
+
+    def __len__(self) -> int:
+        return len(self.sprites.role)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        sp, shot = self.sprites, int(self.sprites.shot[i])
+        return {"rgba": sp.rgba[i], "standing": sp.standing[i], "offset": sp.offset[i], "role": sp.role[i],
+                "s_a": self.s_a[shot], "motion_level": self.levels[shot]}
+
+
+def collate(items: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    return {k: torch.stack([it[k] for it in items]) for k in items[0]}
+
+
+def init_state(path: str) -> dict[str, torch.Tensor]:
+    """The weights ``--init`` names: a checkpoint's EMA (or its raw weights), or a run's final ones."""
+    d = Path(path)
+    for name in ("ema.safetensors", "model.safetensors"):
+        if (d / name).is_file() and (d / "optimizer.json").is_file():  # a checkpoint of the training loop
+            return load_safetensors(d / name)
+    return load_safetensors(run_dir(path, "sprite animator", "config.json") / WEIGHTS_NAME)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_train_arguments(parser, list(PRESETS), data_required=False)
+    add_shot_arguments(parser, SHIPPED)
+    parser.add_argument("--net", default=None, help="JSON overrides of the network preset, e.g. '{\"blocks\": 1}'")
+    parser.add_argument("--init", default=None, metavar="RUN",
+                        help="start from another run's weights: its final/ (or the run) or one of its "
+                             "checkpoints/step_* (EMA weights); a run drawn without a reference cut-out gains one, at zero")
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = train_config_from_args(PRESETS[args.preset], args)
+    decoder_dir = resolve_decoder(args.decoder)
+    device = "cuda" if torch.cuda.is_available() and cfg.device != "cpu" else "cpu"
+    parts = ActionParts(decoder_dir, device, decoder_dir / TEXT_TABLE)
+    shots = train_shots(args, "train sprites", cfg.progress)
+    s_a = compute_s_a(parts, shots, progress=cfg.progress)
+    overrides = json.loads(args.net) if args.net else {}
+    net_cfg = sprite_animator_preset("tiny" if args.preset == "tiny" else "default", **overrides)
+    sprites = sprite_tensors(shots.rows, shots.frames.shape[1], args.render_workers, cfg.progress)
+    if args.preset == "tiny":  # the tiny net on the world's real sprites: only the shapes change
+        net_cfg = dataclasses.replace(net_cfg, frames=sprites.rgba.shape[1], height=sprites.rgba.shape[2],
+                                      width=sprites.rgba.shape[3], cond_dim=s_a.shape[-1])
+    module = SpriteAnimator(SpriteAnimatorNet(net_cfg))
+    if args.init and not args.resume:
+        load_into(module, init_state(args.init))
+    print(f"[sprites] {len(sprites.role)} character tracks of {len(shots.rows)} train shots "
+          f"({sprites.skipped} not re-planned), {sum(p.numel() for p in module.parameters()) / 1e6:.2f} M parameters")
+    result = train(module, SpriteShots(sprites, s_a, shots.levels), collate, cfg, args.out, resume=args.resume)
+    print(f"[sprites] step {result['step']}, loss {result['loss']}, final weights in {result['final_dir']}")
+    return 0

@@ -1,0 +1,116 @@
+"""A character's animation drawn alone, frame by frame, on a canvas that follows its feet: the training data of
+the sprite animator (``decoder/sprite_animator.py``), made by the world (the stand-in for a film), never in play.
+
+A shot's characters are drawn exactly as ``shot.render_turn`` draws them (same poses, looks, speed, amplitude and
+phase), each on its own transparent canvas of SPRITE_H x SPRITE_W frame pixels whose row FEET_ROW, column
+SPRITE_W / 2 is where the feet stand; the way the feet travel (a walk's stride, a jump's lift) is kept apart as
+an offset per frame. Canvases are in frame pixels of a FRAME_H-row frame, so a sprite pastes into a shot without
+scaling, and facing right (a left-facing shot's track is mirrored back): the animator learns one direction and
+play mirrors what it draws.
+
+The colours are premultiplied by the coverage (drawn on black; the coverage is where drawing on black and on
+white differ), untinted: the place's light is applied when a sprite is pasted into a place, as the stage does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import cv2
+import numpy as np
+
+from animegamer.world.cast import CharacterSpec, Look, load_cast
+from animegamer.world.character_art import draw_character
+from animegamer.world.motions import PAIR_GAP, ActorFrame, animate, animate_pair, motion_table
+from animegamer.world.pose import Pose
+from animegamer.world.sessions import TurnPlan, plan_session
+from animegamer.world.shot import CHARACTER_SCALE, SUPERSAMPLE, TRAVEL_SCALE
+
+FRAME_H = 96  # the shots' height the canvas is measured in
+SPRITE_H, SPRITE_W = 80, 80  # room for a dancer's raised arms, a sleeper lying down, a broom (measured extents)
+FEET_ROW = 66  # the ground line inside the canvas: a fall or a swim reaches ~13 px below it
+SCALE_PX = CHARACTER_SCALE * FRAME_H  # pixel height of a height-1.0 character in the frame
+# Where a pair's partner starts, to the right of its subject, in frame pixels: the world's pairs stand
+# PAIR_GAP heights apart (7.9 px a hug, 17.8 px a chase, after TRAVEL_SCALE); play stands a pair this far apart
+# and the partner's track moves it to its verb's gap from frame 1 on (its offsets are counted from here)
+PAIR_START_PX = float(np.mean(list(PAIR_GAP.values()))) * TRAVEL_SCALE * SCALE_PX
+
+
+@dataclass
+class SpriteTrack:
+    """One character through one shot, facing right."""
+
+    name: str
+    role: int  # 0 alone, 1 the subject of a pair action, 2 its partner
+    rgba: np.ndarray  # uint8 (T, SPRITE_H, SPRITE_W, 4): premultiplied colour and coverage
+    offset: np.ndarray  # float32 (T, 2): the feet's move from frame 0 in frame pixels (+x right, +y up); a pair's
+    # partner's from PAIR_START_PX right of its subject (so its frame 1 on may step to its verb's gap)
+    standing: np.ndarray  # uint8 (SPRITE_H, SPRITE_W, 4): the same character and look standing, front view
+
+
+def draw_sprite(spec: CharacterSpec, look: Look | None, pose: Pose) -> np.ndarray:
+    """uint8 (SPRITE_H, SPRITE_W, 4): one pose on the canvas, premultiplied colour and coverage."""
+    ss = SUPERSAMPLE
+    canvases = []
+    for value in (0, 255):
+        canvas = np.full((SPRITE_H * ss, SPRITE_W * ss, 3), value, np.uint8)
+        draw_character(canvas, spec, look, pose, SPRITE_W * ss / 2, FEET_ROW * ss, SCALE_PX * ss)
+        canvases.append(canvas.astype(np.float32))
+    black, white = canvases
+    alpha = np.clip(255.0 - (white - black).max(-1), 0, 255)
+    small = cv2.resize(np.dstack([black, alpha]), (SPRITE_W, SPRITE_H), interpolation=cv2.INTER_AREA)
+    return np.clip(small.round(), 0, 255).astype(np.uint8)
+
+
+def _offsets(track: list[ActorFrame], start: float | None = None) -> np.ndarray:
+    """(T, 2) the feet's move in frame pixels from ``start`` (None: from frame 0); frame 0's is zero."""
+    dx = np.array([f.dx for f in track]) * TRAVEL_SCALE * SCALE_PX  # shot._tracks' travel, in frame pixels
+    dy = np.array([f.dy for f in track]) * SCALE_PX
+    out = np.stack([dx - (dx[0] if start is None else start), dy - dy[0]], axis=1).astype(np.float32)
+    out[0] = 0.0
+    return out
+
+
+def turn_tracks(turn: TurnPlan, cast: dict[str, CharacterSpec], n_frames: int, fps: float,
+                phase: float) -> list[SpriteTrack]:
+    """Each actor of ``turn`` as ``shot.render_turn`` animates it (the same arguments), facing right."""
+    verb = turn.action.verb
+    if motion_table()[verb]["pair"]:
+        tracks = list(animate_pair(verb, n_frames, fps, turn.speed, turn.amplitude, phase=phase))
+    else:
+        tracks = [animate(verb, n_frames, fps, turn.speed, turn.amplitude, phase=phase)]
+    out = []
+    for k, (actor, track) in enumerate(zip(turn.actors, tracks)):
+        spec = cast[actor.name]
+        role = 0 if len(tracks) == 1 else k + 1
+        rgba = np.stack([draw_sprite(spec, actor.look, f.pose) for f in track])
+        facing = track[0].pose.facing  # the partner of a pair faces the subject
+        stand = draw_sprite(spec, actor.look, Pose(head_turn=-0.15, facing=facing))
+        out.append(SpriteTrack(actor.name, role, rgba, _offsets(track, PAIR_START_PX if role == 2 else None), stand))
+    return out
+
+
+def row_tracks(row: dict[str, Any], n_turns: int, n_frames: int = 17, fps: float = 8,
+               cast_file: str | None = None) -> list[SpriteTrack]:
+    """The sprite tracks of a rendered world turn (a ``turns.jsonl`` row of a session of ``n_turns`` turns),
+    re-planned from its seed as ``shot.render_session`` planned and rendered it. Raises ValueError if the plan
+    does not give the row's action (a row of another cast or world version)."""
+    plan = plan_session(int(row["seed"]), int(row["session"]), n_turns, row.get("split"), cast_file)
+    if not 0 <= int(row["turn"]) < len(plan.turns):
+        raise ValueError(f"turn {row['turn']} of session {row['session']}: the plan has {len(plan.turns)} turns")
+    turn = plan.turns[int(row["turn"])]
+    a = turn.action
+    if (a.verb, a.adverb, list(a.characters)) != (row["motion"], row["adverb"], list(row["characters"])):
+        raise ValueError(f"session {row['session']} turn {row['turn']}: re-planned {a.verb} {a.adverb} "
+                         f"{list(a.characters)}, the row says {row['motion']} {row['adverb']} {row['characters']}")
+    phase = (int(row["session"]) * 7 + int(row["turn"])) % 10 / 10  # shot.render_session's
+    return turn_tracks(turn, load_cast(cast_file), n_frames, fps, phase)
+
+
+def session_lengths(rows: list[dict[str, Any]]) -> dict[tuple[int, int], int]:
+    """(seed, session) -> how many turns the rows show of it (its length, when every turn is there)."""
+    out: dict[tuple[int, int], int] = {}
+    for r in rows:
+        key = (int(r["seed"]), int(r["session"]))
+        out[key] = max(out.get(key, 0), int(r["turn"]) + 1)
+    return out

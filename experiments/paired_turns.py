@@ -1,0 +1,57 @@
+"""Two systems of one `animegamer eval` run compared turn by turn (paired differences with standard errors).
+
+    .venv/bin/python experiments/paired_turns.py runs/eval_stage/systems/layered.jsonl runs/eval_stage/systems/animegamer.jsonl [--out FILE.json]
+
+Columns: the action the evaluator names, who / where / when its frame classifier reads, the level read from the
+pixels = the engine's, new content, and sharpness as a share of the truth's; plus the action per verb.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+
+import numpy as np
+
+COLUMNS = ("action_acc", "char_id", "place_id", "time_id", "acc_f_pixels", "new_content")
+
+
+def mean_se(x: list[float]) -> dict[str, float]:
+    a = np.asarray(x, np.float64)
+    return {"mean": float(a.mean()), "se": float(a.std(ddof=1) / np.sqrt(len(a))) if len(a) > 1 else 0.0}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("a")
+    p.add_argument("b")
+    p.add_argument("--verbs", default=None, help="the eval's world turns.jsonl, for the action per verb")
+    p.add_argument("--out", default=None)
+    args = p.parse_args()
+    rows = [{(r["session"], r["turn"]): r for r in map(json.loads, open(f)) if r} for f in (args.a, args.b)]
+    keys = sorted(set(rows[0]) & set(rows[1]))
+    out: dict = {"turns": len(keys), "a": args.a, "b": args.b, "columns": {}}
+    for c in COLUMNS:
+        xa, xb = [float(rows[0][k][c]) for k in keys], [float(rows[1][k][c]) for k in keys]
+        out["columns"][c] = {"a": mean_se(xa), "b": mean_se(xb), "a - b": mean_se([x - y for x, y in zip(xa, xb)])}
+    sharp = [[rows[i][k]["sharp"] / max(rows[i][k]["sharp_true"], 1e-6) for k in keys] for i in (0, 1)]
+    out["columns"]["sharpness"] = {"a": mean_se(sharp[0]), "b": mean_se(sharp[1]),
+                                   "a - b": mean_se([x - y for x, y in zip(*sharp)])}
+    if args.verbs:
+        verb = {(r["session"], r["turn"]): r["motion"] for r in map(json.loads, open(args.verbs))}
+        per: dict[str, list[tuple[float, float]]] = defaultdict(list)
+        for k in keys:
+            per[verb[k]].append((rows[0][k]["action_acc"], rows[1][k]["action_acc"]))
+        out["action_by_verb"] = {v: {"turns": len(x), "a": float(np.mean([p[0] for p in x])),
+                                     "b": float(np.mean([p[1] for p in x]))} for v, x in sorted(per.items())}
+    for c, v in out["columns"].items():
+        print(f"{c:13s} a {v['a']['mean']:.3f}  b {v['b']['mean']:.3f}  a-b {v['a - b']['mean']:+.3f} ± {v['a - b']['se']:.3f}")
+    for v, x in out.get("action_by_verb", {}).items():
+        print(f"  {v:10s} {x['turns']:3d} turns  a {x['a']:.2f}  b {x['b']:.2f}")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

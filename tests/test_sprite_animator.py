@@ -1,0 +1,334 @@
+"""The sprite animator and its layers: the world's sprite tracks (its training data), pasting sprites into a
+place, the network's start as a copy, learning a pose change, the run on disk, and `train sprites` on a world."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from animegamer.cli import main as cli_main
+from animegamer.decoder.layered import EDGE, FOLLOW, LayeredScene, draw_turn, follow, scene_frame, start_scene
+from animegamer.decoder.layers import cutout_canvas, layered_shot, paste
+from animegamer.decoder.sprite_animator import (
+    SpriteAnimator,
+    load_into,
+    SpriteAnimatorConfig,
+    SpriteAnimatorNet,
+    sprite_animator_preset,
+    to_unit,
+)
+from animegamer.decoder.pipeline import SPRITES_DIR, ShotDecoder
+from animegamer.decoder.stage import PlaceView, Sprite, Stage
+from animegamer.engine.model import save_engine
+from animegamer.game.pack import pack_model
+from animegamer.game.session import Game
+from animegamer.world.dataset import RenderConfig, WorldDataset, render_dataset
+from animegamer.world.sessions import plan_session
+from animegamer.world.pose import Pose
+from animegamer.world.sprite_tracks import (
+    FEET_ROW,
+    SPRITE_H,
+    SPRITE_W,
+    draw_sprite,
+    row_tracks,
+    session_lengths,
+    turn_tracks,
+)
+from animegamer.world.stage_art import STANDING_FRACTION, character_sprite
+from animegamer.world.cast import load_cast
+from animegamer.training.phase_sprites import init_state
+from tiny_game import continuing_anchors, forbid_world_renderer, tiny_models
+
+torch.set_num_threads(1)
+
+
+def _turn(verb_wanted: set[str], seed: int = 3):
+    for index in range(40):
+        for turn in plan_session(seed, index, 5, "train").turns:
+            if turn.action.verb in verb_wanted:
+                return index, turn
+    raise AssertionError(f"no {verb_wanted} in 40 sessions")
+
+
+def test_a_walk_is_drawn_alone_facing_right_with_its_stride_apart():
+    index, turn = _turn({"walk", "run"})
+    (track,) = turn_tracks(turn, load_cast(), 9, 8, 0.0)
+    assert track.rgba.shape == (9, SPRITE_H, SPRITE_W, 4) and track.role == 0
+    colour, alpha = track.rgba[..., :3].astype(int), track.rgba[..., 3:4].astype(int)
+    assert (colour <= alpha + 1).all()  # premultiplied: no colour where nothing is drawn
+    assert alpha[0, FEET_ROW - 20: FEET_ROW, SPRITE_W // 2 - 4: SPRITE_W // 2 + 4].mean() > 128  # feet at the anchor
+    assert np.allclose(track.offset[0], 0) and track.offset[-1, 0] > 3  # travels right, kept out of the canvas
+    assert not np.array_equal(track.rgba[1], track.rgba[3])  # the legs move
+    assert track.standing[..., 3].max() == 255
+
+
+def test_a_pair_gives_two_tracks_and_a_rendered_row_is_replanned(tmp_path):
+    index, turn = _turn({"hug", "talk_with", "play_with", "chase"})
+    tracks = turn_tracks(turn, load_cast(), 5, 8, 0.0)
+    assert [t.role for t in tracks] == [1, 2]
+    world = tmp_path / "world"
+    render_dataset(RenderConfig(sessions=2, turns=2, seed=5, workers=1), world, progress=False)
+    rows = WorldDataset(world).rows
+    lengths = session_lengths(rows)
+    for row in rows:
+        got = row_tracks(row, lengths[(row["seed"], row["session"])], 17)
+        assert len(got) == len(row["characters"]) and [t.name for t in got] == row["characters"]
+    with pytest.raises(ValueError, match="re-planned"):
+        row_tracks({**rows[0], "motion": "swim" if rows[0]["motion"] != "swim" else "walk"}, 2, 17)
+
+
+def test_paste_blends_premultiplied_sprites_in_the_light_and_cuts_at_the_edges():
+    frame = np.full((20, 30, 3), 100.0, np.float32)
+    sprite = np.zeros((SPRITE_H, SPRITE_W, 4), np.float32)
+    sprite[FEET_ROW - 4: FEET_ROW, SPRITE_W // 2, :] = [0.5, 0.5, 0.5, 1.0]  # an opaque grey post
+    sprite[FEET_ROW - 4: FEET_ROW, SPRITE_W // 2 + 1, :] = [0.25, 0.25, 0.25, 0.5]  # half covered
+    paste(frame, sprite, 10, 12, None)
+    assert np.allclose(frame[8:12, 10], 127.5) and np.allclose(frame[8:12, 11], 0.25 * 255 + 50)
+    assert np.allclose(frame[:8], 100) and np.allclose(frame[12:], 100)  # nothing else touched
+    lit = np.full((20, 30, 3), 100.0, np.float32)
+    paste(lit, sprite, 10, 12, ([0.5, 0.5, 0.5], [10.0, 10.0, 10.0]))
+    assert np.allclose(lit[8:12, 10], 127.5 * 0.5 + 10)
+    edge = np.full((20, 30, 3), 100.0, np.float32)
+    paste(edge, sprite, 29.6, 3, None)  # mostly outside: what is inside is drawn, no error
+    paste(edge, sprite, -200, -200, None)
+    view = PlaceView(np.full((20, 30, 3), 100, np.uint8), np.zeros((20, 30, 4), np.uint8), 0.6, None)
+    shot = layered_shot(view, [np.repeat(sprite[None], 3, 0)], [np.array([[5, 12], [10, 12], [15, 12]])])
+    assert shot.shape == (3, 20, 30, 3) and shot[1, 10, 10, 0] == 128 and shot[1, 10, 5, 0] == 100
+
+
+def test_a_stage_cutout_stands_on_the_canvas_feet():
+    rgba = np.zeros((40, 20, 4), np.uint8)
+    rgba[..., 3] = 255
+    rgba[..., 0] = 200
+    canvas = cutout_canvas(Sprite(rgba, 1.0), 30)
+    ys, xs = np.nonzero(canvas[..., 3] > 128)
+    assert ys.max() == FEET_ROW and ys.min() == FEET_ROW - 29 and abs(xs.mean() - SPRITE_W / 2) < 1.5
+    assert canvas[ys[0], xs[0], 0] == 200 and canvas[ys[0], xs[0], 1] == 0
+    spec = load_cast()["Kaito"]  # the world's standing character and the stage's cut-out of it agree on the canvas
+    world = draw_sprite(spec, None, Pose(head_turn=-0.15))
+    stage = cutout_canvas(Sprite(*character_sprite(spec)), STANDING_FRACTION * 96)
+    for a in (world, stage):
+        ys, xs = np.nonzero(a[..., 3] > 128)
+        assert abs(ys.max() - FEET_ROW) <= 1 and abs(xs.mean() - SPRITE_W / 2) < 1.5
+    assert abs(int((world[..., 3] > 128).sum()) - int((stage[..., 3] > 128).sum())) < 0.1 * (world[..., 3] > 128).sum()
+
+
+def test_config_names_the_wrong_field():
+    with pytest.raises(ValueError, match="multiples of"):
+        SpriteAnimatorConfig(height=50)
+    with pytest.raises(ValueError, match="unknown fields"):
+        SpriteAnimatorConfig.from_dict({"frames": 17, "flw_scale": 2})
+
+
+def _batch(cfg: SpriteAnimatorConfig, n: int = 2) -> dict[str, torch.Tensor]:
+    """A square that rises one pixel a frame while its feet travel right 2 px a frame."""
+    rgba = np.zeros((n, cfg.frames, cfg.height, cfg.width, 4), np.uint8)
+    for t in range(cfg.frames):
+        rgba[:, t, 8 - t // 2: 12 - t // 2, 6:10] = [200, 100, 50, 255]
+    offset = np.zeros((n, cfg.frames, 2), np.float32)
+    offset[:, :, 0] = 2 * np.arange(cfg.frames)
+    return {"rgba": torch.from_numpy(rgba), "standing": torch.from_numpy(rgba[:, 0].copy()),
+            "offset": torch.from_numpy(offset), "role": torch.zeros(n, dtype=torch.long),
+            "s_a": torch.zeros(n, 3, cfg.cond_dim), "motion_level": torch.full((n,), 3)}
+
+
+def test_an_untrained_animator_nearly_copies_its_input():
+    torch.manual_seed(0)
+    model = SpriteAnimator(SpriteAnimatorNet(sprite_animator_preset("tiny"))).eval()
+    cfg = model.config
+    first = to_unit(_batch(cfg)["rgba"][:, 0])
+    frames, feet = model.draw(first, first, torch.zeros(2, 3, cfg.cond_dim), torch.tensor([1, 5]),
+                              torch.tensor([0, 2]))
+    assert frames.shape == (2, cfg.frames - 1, 4, cfg.height, cfg.width) and feet.shape == (2, cfg.frames - 1, 2)
+    assert (frames - first[:, None]).abs().max() < 0.1 and feet.abs().max() == 0
+    assert (frames[:, :, :3] <= frames[:, :, 3:] + 1e-6).all()  # premultiplied
+
+
+def test_it_learns_a_pose_change_and_the_feet_and_the_run_reloads(tmp_path):
+    torch.manual_seed(0)
+    model = SpriteAnimator(SpriteAnimatorNet(sprite_animator_preset("tiny", aug_max=0.0)))
+    batch = _batch(model.config)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    first_logs, last = None, []
+    for step in range(120):
+        torch.manual_seed(step)
+        loss, logs = model(batch)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        first_logs = first_logs or logs
+        last.append(logs)
+    picture = np.mean([x["picture"] for x in last[-10:]])
+    assert picture < 0.5 * np.mean([x["copy"] for x in last[-10:]])  # far better than copying the input
+    assert np.mean([x["feet"] for x in last[-10:]]) < 0.3 * first_logs["feet_still"]
+    model.eval()
+    cfg = model.config
+    first = to_unit(batch["rgba"][:1, 0])
+    args = (first, first, batch["s_a"][:1], torch.tensor([3]), torch.tensor([0]))
+    frames, feet = model.draw(*args)
+    assert abs(float(feet[0, -1, 0]) - 2 * (cfg.frames - 1)) < 2
+    model.save_pretrained(tmp_path / "run")
+    again = SpriteAnimator.from_pretrained(tmp_path / "run")
+    assert again.config == model.config
+    torch.testing.assert_close(again.draw(*args)[0], frames, atol=2e-2, rtol=0)
+    with pytest.raises(FileNotFoundError, match="no sprite animator"):
+        SpriteAnimator.from_pretrained(tmp_path)
+
+
+def test_train_sprites_on_a_world_and_resume(tmp_path):
+    world = tmp_path / "world"
+    render_dataset(RenderConfig(sessions=2, turns=2, seed=5, workers=1), world, progress=False)
+    args = ["train", "sprites", "--preset", "tiny", "--data", str(world), "--out", str(tmp_path / "run"),
+            "--render-workers", "1", "--no-progress"]
+    assert cli_main(args) == 0
+    model = SpriteAnimator.from_pretrained(tmp_path / "run")
+    assert (model.config.height, model.config.width, model.config.frames) == (SPRITE_H, SPRITE_W, 17)
+    assert cli_main(args + ["--resume", "--steps", "6"]) == 0
+
+
+def _stage(h: int = 40, w: int = 60) -> Stage:
+    view = PlaceView(np.full((h, w, 3), 90, np.uint8), np.zeros((h, w, 4), np.uint8), 0.9, None)
+    rgba = np.zeros((20, 8, 4), np.uint8)
+    rgba[..., 3] = 255
+    rgba[:, :4, 0] = 250  # red on its left half: a mirror shows
+    return Stage({("meadow", "day"): view}, {"Qiqi": Sprite(rgba, 1.0), "Ren": Sprite(rgba.copy(), 1.1)}, 0.5)
+
+
+def _animator(**overrides) -> SpriteAnimator:
+    torch.manual_seed(0)
+    cfg = sprite_animator_preset("tiny", height=SPRITE_H, width=SPRITE_W, frames=5, **overrides)
+    return SpriteAnimator(SpriteAnimatorNet(cfg)).eval()
+
+
+def test_a_scene_starts_as_the_stage_stands_it_and_survives_its_bytes():
+    stage = _stage()
+    scene = start_scene(stage, "meadow", "day", ["Qiqi", "Ren"], stage.sprites)
+    (a, b) = scene.actors
+    assert (a.facing, b.facing) == (1, -1) and a.x < b.x
+    red_a = np.nonzero(a.sprite[..., 0] > 100)[1].mean()
+    red_b = np.nonzero(b.sprite[..., 0] > 100)[1].mean()
+    assert red_a < SPRITE_W / 2 < red_b  # the right-hand one turned towards the other
+    again = LayeredScene.from_bytes(scene.to_bytes())
+    assert again.names() == ["Qiqi", "Ren"] and (again.place, again.time) == ("meadow", "day")
+    assert all(np.array_equal(x.sprite, y.sprite) and x.x == y.x and x.facing == y.facing
+               for x, y in zip(again.actors, scene.actors))
+    with pytest.raises(ValueError, match="not a layered scene"):
+        LayeredScene.from_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}      ")
+
+
+def test_a_turn_draws_who_acts_holds_the_others_and_goes_on_from_its_last_frame():
+    stage = _stage()
+    animator = _animator()
+    for name, p in animator.net.named_parameters():  # a live network: a move and a change to see
+        if "conv_out" in name or "conv2" in name or "offset" in name:
+            torch.nn.init.normal_(p, std=0.05)
+    scene = start_scene(stage, "meadow", "day", ["Qiqi", "Ren"], stage.sprites)
+    s_a = torch.zeros(3, animator.config.cond_dim)
+    refs = {n: cutout_canvas(stage.sprites[n], stage.standing * 40) for n in ("Qiqi", "Ren")}
+    frames, after = draw_turn(animator, stage, scene, ["Qiqi"], s_a, 3, refs)
+    assert frames.shape == (5, 40, 60, 3)
+    start = scene_frame(stage, scene)
+    assert np.array_equal(frames[0], start)  # frame 0 is the scene as it stood
+    assert not np.array_equal(frames[-1], frames[0])
+    ren0, ren1 = scene.actors[1], after.actors[1]
+    assert np.array_equal(ren0.sprite, ren1.sprite) and ren0.x == ren1.x  # Ren did not act
+    assert not np.array_equal(after.actors[0].sprite, scene.actors[0].sprite)  # Qiqi keeps her last drawn pose
+    assert EDGE * 60 <= after.actors[0].x <= (1 - EDGE) * 60
+    frames2, _ = draw_turn(animator, stage, after, ["Qiqi", "Ren"], s_a, 3, refs)
+    np.testing.assert_allclose(frames2[0].astype(int), frames[-1].astype(int), atol=1)  # the next turn goes on from it
+
+
+def test_a_game_in_layers_draws_who_acts_goes_on_from_the_last_frame_and_reopens(tmp_path, monkeypatch):
+    """The animator packed beside the stage: every turn is drawn in layers, a turn that goes on starts from the
+    last frame shown (after a reopen too), the scene is saved with the turn and travels in the archive; the
+    world renderer is never called."""
+    engine, decoder = tiny_models()
+    continuing_anchors(decoder)  # every later turn continues in town
+    torch.manual_seed(1)
+    decoder.animator = SpriteAnimator(SpriteAnimatorNet(sprite_animator_preset(
+        "tiny", frames=decoder.config.num_frames, height=SPRITE_H, width=SPRITE_W, cond_dim=decoder.config.d_cond)))
+    for name, p in decoder.animator.net.named_parameters():  # a live network: a move and a change to see
+        if "conv_out" in name or "conv2" in name:
+            torch.nn.init.normal_(p, std=0.05)
+    save_engine(engine, tmp_path / "model" / "engine")
+    decoder.save_pretrained(tmp_path / "model" / "shot_decoder")
+    assert (tmp_path / "model" / "shot_decoder" / SPRITES_DIR).is_dir()
+    forbid_world_renderer(monkeypatch)
+    game = Game.load(tmp_path / "model", store=tmp_path / "saves", cast=["Qiqi", "Mika", "Ren"])
+    assert game.decoder.draws_layers
+    s = game.new_session(["Qiqi", "Mika"], seed=4)
+    t1 = s.step("Mika runs to the beach")
+    last = t1.frames[-1].copy()
+    assert not np.array_equal(t1.frames[1], t1.frames[0])  # drawn, not held
+    t2 = s.step("Mika sits down")
+    assert (t1.anchor, t2.anchor) == ("staged", "went on")
+    np.testing.assert_allclose(t2.frames[0].astype(int), last.astype(int), atol=2)  # goes on from what was shown
+    scene = LayeredScene.from_bytes(s.layers)
+    assert scene.names() == ["Mika"] and (scene.place, scene.time) == ("town", "day")
+    last = t2.frames[-1].copy()
+    again = game.open_session(s.id)
+    assert again.layers == s.layers  # saved with the turn
+    assert [r.layers is None for r in game.store.load_turns(s.id)] == [True, False]  # the newest scene only
+    t3 = again.step("Mika waves")
+    np.testing.assert_allclose(t3.frames[0].astype(int), last.astype(int), atol=2)
+    archive = game.archive_session(s.id, tmp_path / "game.zip")
+    restored = game.open_session(game.restore_session(archive))
+    assert restored.layers == game.open_session(s.id).layers
+
+
+def test_a_run_without_a_reference_starts_one_with_it_drawing_the_same(tmp_path):
+    torch.manual_seed(0)
+    old = SpriteAnimator(SpriteAnimatorNet(sprite_animator_preset("tiny", reference=False)))
+    for name, p in old.net.named_parameters():
+        if "conv_out" in name or "conv2" in name:
+            torch.nn.init.normal_(p, std=0.05)
+    old.eval().save_pretrained(tmp_path / "old")
+    new = SpriteAnimator(SpriteAnimatorNet(sprite_animator_preset("tiny"))).eval()
+    load_into(new, init_state(str(tmp_path / "old")))
+    cfg = new.config
+    first = to_unit(_batch(cfg)["rgba"][:1, 0])
+    ref = torch.rand_like(first)
+    args = (torch.zeros(1, 3, cfg.cond_dim), torch.tensor([3]), torch.tensor([0]))
+    saved = SpriteAnimator.from_pretrained(tmp_path / "old")  # its weights as stored (fp16)
+    assert saved.config.reference is False
+    torch.testing.assert_close(new.draw(first, ref, *args)[0], saved.draw(first, None, *args)[0], atol=1e-5, rtol=0)
+
+
+def test_the_camera_follows_a_traveller_across_the_wide_place_and_stays_for_the_others():
+    x = 100 + 6.0 * np.arange(17)  # a runner 6 px a frame to the right, in a place 432 wide seen 144 wide
+    cam = follow(x, 50.0, 144, 432)
+    assert cam[0] == 50.0 and np.all(np.diff(cam) >= 0) and cam.max() <= 432 - 144
+    screen = x - cam
+    assert abs(screen[-1] - 144 * (0.5 - FOLLOW)) < 1  # eased to just behind the middle, room ahead
+    assert np.array_equal(follow(100 + 0.1 * np.arange(17), 50.0, 144, 432), np.full(17, 50.0))  # not travelling
+    assert np.array_equal(follow(x, 0.0, 144, 144), np.zeros(17))  # one view wide: nowhere to go
+    stuck = follow(400 + 6.0 * np.arange(17), 250.0, 144, 432)
+    assert stuck.max() == 432 - 144  # the place ends: the camera stops, the runner goes on to its edge
+    view = PlaceView(np.zeros((20, 30, 3), np.uint8), np.zeros((20, 30, 4), np.uint8), 0.9, None,
+                     np.tile(np.arange(90, dtype=np.uint8)[None, :, None], (20, 1, 3)), np.zeros((20, 90, 4), np.uint8))
+    shot = layered_shot(view, [], [], np.array([0.0, 10.0, 60.0]))
+    assert shot.shape == (3, 20, 30, 3) and [int(f[0, 0, 0]) for f in shot] == [0, 10, 60]  # the window it shows
+
+
+def test_pack_the_animator_draws_the_stage_wide_and_leaves_out_what_layers_supersede(tmp_path):
+    engine, dec = tiny_models()
+    continuing_anchors(dec)
+    dec.anchors.frames = [np.zeros(3, np.uint8)] * len(dec.anchors.entries)  # a bank with pictures
+    save_engine(engine, tmp_path / "run" / "engine")
+    dec.save_pretrained(tmp_path / "run" / "shot_decoder")
+    animator = SpriteAnimator(SpriteAnimatorNet(sprite_animator_preset(
+        "tiny", frames=dec.config.num_frames, height=SPRITE_H, width=SPRITE_W, cond_dim=dec.config.d_cond)))
+    animator.save_pretrained(tmp_path / "sprites")
+    wrong = SpriteAnimator(SpriteAnimatorNet(sprite_animator_preset("tiny", height=SPRITE_H, width=SPRITE_W,
+                                                                    cond_dim=8)))
+    wrong.save_pretrained(tmp_path / "wrong")
+    with pytest.raises(ValueError, match="s_a 8 wide"):
+        pack_model(tmp_path / "run", tmp_path / "run", tmp_path / "bad", sprites=tmp_path / "wrong")
+    with pytest.raises(ValueError, match="would never be used"):
+        pack_model(tmp_path / "run", tmp_path / "run", tmp_path / "bad", sprites=tmp_path / "sprites", motion=tmp_path)
+    assert not (tmp_path / "bad").exists()
+    out = pack_model(tmp_path / "run", tmp_path / "run", tmp_path / "model", sprites=tmp_path / "sprites")
+    dec2 = ShotDecoder.from_pretrained(out / "shot_decoder")
+    assert dec2.draws_layers and dec2.motion is None and not dec2.sampler.flow_motion
+    assert dec2.anchors.frames is None and len(dec2.anchors.entries) == 3  # the tokens stay: they name the scene
+    assert all(v.wide is not None and v.wide.shape[1] == 3 * v.background.shape[1] for v in dec2.stage.places.values())
