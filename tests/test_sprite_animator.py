@@ -11,7 +11,6 @@ from animegamer.decoder.layered import EDGE, FOLLOW, LayeredScene, draw_turn, fo
 from animegamer.decoder.layers import cutout_canvas, layered_shot, paste
 from animegamer.decoder.sprite_animator import (
     SpriteAnimator,
-    gaussian_blur,
     load_into,
     SpriteAnimatorConfig,
     SpriteAnimatorNet,
@@ -333,16 +332,3 @@ def test_pack_the_animator_draws_the_stage_wide_and_leaves_out_what_layers_super
     assert dec2.draws_layers and dec2.motion is None and not dec2.sampler.flow_motion
     assert dec2.anchors.frames is None and len(dec2.anchors.entries) == 3  # the tokens stay: they name the scene
     assert all(v.wide is not None and v.wide.shape[1] == 3 * v.background.shape[1] for v in dec2.stage.places.values())
-
-
-def test_training_blurs_a_share_of_the_inputs_as_play_blurs_them():
-    x = torch.zeros(3, 4, 15, 15)
-    x[:, :, 7, 7] = 1.0
-    y = gaussian_blur(x, torch.tensor([0.0, 1.0, 2.0]))
-    torch.testing.assert_close(y[0], x[0])  # sigma 0: unchanged
-    torch.testing.assert_close(y.sum(dim=(1, 2, 3)), x.sum(dim=(1, 2, 3)), atol=1e-5, rtol=0)  # nothing lost
-    assert y[1, 0, 7, 7] > y[2, 0, 7, 7] > 0 and y[2, 0, 7, 9] > y[1, 0, 7, 9]  # wider with sigma
-    torch.manual_seed(0)
-    model = SpriteAnimator(SpriteAnimatorNet(sprite_animator_preset("tiny", blur_share=1.0, blur_max=1.5)))
-    loss, logs = model(_batch(model.config))
-    assert torch.isfinite(loss) and logs["copy"] > 0

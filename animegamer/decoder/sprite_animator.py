@@ -68,12 +68,6 @@ class SpriteAnimatorConfig:
     moving_weight: float = 4.0  # extra weight on canvas pixels that differ from the input (the pose change)
     offset_weight: float = 1.0
     aug_max: float = 0.1  # input noise augmentation: in play a continuing scene starts from a drawn sprite
-    # input blur: a scene that goes on starts from a sprite the network drew, blurrier than any the world draws.
-    # Trained only on clean inputs it drifted (docs/layers.md: the character named 0.80 -> 0.30 over 50 turns), so a
-    # share of the inputs is blurred (sigma up to blur_max pixels), the targets kept sharp: the pose comes from the
-    # input, who the character is from the reference (GameNGen's and DIAMOND's noised conditioning frames)
-    blur_share: float = 0.5
-    blur_max: float = 2.0
     standing_share: float = 0.4  # share of training inputs that are the character standing (a scene's start)
     frames_per_track: int = 4  # frames drawn per track and training step
 
@@ -193,19 +187,6 @@ def load_into(model: "SpriteAnimator", state: dict[str, torch.Tensor]) -> None:
     model.load_state_dict({k: v.float() for k, v in state.items()})
 
 
-def gaussian_blur(x: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
-    """x (B, C, H, W) blurred by a Gaussian of ``sigma`` (B,) pixels each (0: unchanged), edges zero-padded."""
-    b, c, h, w = x.shape
-    radius = max(1, int(float(sigma.max()) * 3 + 0.5))
-    taps = torch.arange(-radius, radius + 1, device=x.device, dtype=x.dtype)
-    k = torch.exp(-0.5 * (taps[None] / sigma.clamp_min(1e-3)[:, None].to(x.dtype)) ** 2)  # (B, K)
-    k = torch.where(sigma[:, None] > 0, k / k.sum(1, keepdim=True), (taps[None] == 0).to(x.dtype))
-    k = k.repeat_interleave(c, dim=0)  # (B C, K)
-    y = F.conv2d(x.reshape(1, b * c, h, w), k[:, None, :, None], padding=(radius, 0), groups=b * c)
-    y = F.conv2d(y, k[:, None, None, :], padding=(0, radius), groups=b * c)
-    return y.reshape(b, c, h, w)
-
-
 def to_unit(sprites: torch.Tensor) -> torch.Tensor:
     """uint8 (..., H, W, 4) -> float (..., 4, H, W) in [0, 1]."""
     return sprites.movedim(-1, -3).float().div(255)
@@ -268,9 +249,6 @@ class SpriteAnimator(nn.Module):
         reference = to_unit(batch["standing"])
         standing = torch.rand(b, device=dev) < cfg.standing_share
         source = torch.where(standing[:, None, None, None], reference, to_unit(rgba[:, 0]))
-        if cfg.blur_share > 0 and cfg.blur_max > 0:
-            sigma = torch.rand(b, device=dev) * cfg.blur_max * (torch.rand(b, device=dev) < cfg.blur_share)
-            source = gaussian_blur(source, sigma)
         aug = torch.rand(b, device=dev) * cfg.aug_max
         seen = (source + aug[:, None, None, None] * torch.randn_like(source)).clamp(0, 1)
         rep = lambda x: x.repeat_interleave(k, dim=0)  # noqa: E731  per track -> per drawn frame
