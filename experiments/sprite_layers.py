@@ -41,16 +41,13 @@ from animegamer.decoder.layers import cutout_canvas, layered_shot
 from animegamer.decoder.pipeline import STAGE_DIR, frames_from_uint8
 from animegamer.decoder.sprite_animator import SpriteAnimator, SpriteAnimatorConfig, SpriteAnimatorNet
 from animegamer.decoder.stage import Stage
-from animegamer.evaluation.drawn_shots import contact_sheet, grade, graded_rows, mean_se
+from animegamer.evaluation.drawn_shots import GRADED, contact_sheet, grade, graded_rows, mean_se, summarize
 from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR, Evaluator
 from animegamer.training.framenet_data import ActionParts
 from animegamer.training.phase_framenet import SHIPPED
 from animegamer.world.dataset import WorldDataset
 from animegamer.world.flow import MotionQuantizer
 from animegamer.world.sprite_tracks import row_tracks, session_lengths
-
-COLUMNS = ("action", "character", "place", "time", "level", "new_content")
-
 
 def load_animator(path: str) -> SpriteAnimator:
     """A run's final weights, or a checkpoint's EMA weights (the run's config from its run_config.json)."""
@@ -122,21 +119,9 @@ def main() -> None:
             per[k].append(grade(evaluator, quant, frames, true, row))
         if len(kept) < args.keep:
             kept.append((row, shots))
-    out: dict = {"shots": len(rows), "run": args.run, "systems": {}}
-    for k, grades in per.items():
-        sharp_true = np.mean([g["sharp_true"] for g in grades])
-        cols = {c: mean_se([g[c] for g in grades]) for c in COLUMNS}
-        cols["sharpness"] = {"mean": float(np.mean([g["sharp"] for g in grades]) / sharp_true)}
-        out["systems"][k] = cols
-    out["paired_vs_still"] = {k: {c: mean_se([x[c] - y[c] for x, y in zip(per[k], per["still"])]) for c in COLUMNS}
+    out: dict = {"shots": len(rows), "run": args.run, **summarize(per, rows)}
+    out["paired_vs_still"] = {k: {c: mean_se([x[c] - y[c] for x, y in zip(per[k], per["still"])]) for c in GRADED}
                               for k in systems if k not in ("still", "truth")}
-    by_verb: dict[str, dict[str, list[float]]] = {}
-    for i, row in enumerate(rows):
-        v = by_verb.setdefault(row["motion"], {k: [] for k in systems})
-        for k in systems:
-            v[k].append(per[k][i]["action"])
-    out["action_by_verb"] = {v: {"shots": len(x["truth"]), **{k: float(np.mean(y)) for k, y in x.items()}}
-                             for v, x in sorted(by_verb.items())}
     for k, cols in out["systems"].items():
         print(f"{k:15s} " + "  ".join(f"{c} {v['mean']:.3f}" for c, v in cols.items()))
     for k, cols in out["paired_vs_still"].items():

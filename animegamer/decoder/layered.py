@@ -152,17 +152,19 @@ def _canonical_facing(role: int) -> int:
 
 
 def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, acting: list[str], s_a: torch.Tensor,
-              level: int, references: dict[str, np.ndarray]) -> tuple[np.ndarray, LayeredScene]:
+              level: int, references: dict[str, np.ndarray],
+              first: np.ndarray | None = None) -> tuple[np.ndarray, LayeredScene]:
     """uint8 (T, H, W, 3): frame 0 the scene as it stands, frames 1..T-1 with each of ``acting`` drawn by the
     animator from ``s_a`` (N, D) and ``level``, and from its reference cut-out on the canvas, facing right
-    (``references``: name -> ``cutout_canvas``); and the scene after the turn. Where the first of ``acting``
+    (``references``: name -> ``cutout_canvas``); and the scene after the turn. ``first``: ``scene_frame`` of
+    the scene, where the caller composed it already. Where the first of ``acting``
     travels, the camera follows it across the place's wide picture (easing it to just behind the view's
     middle, as the world's follow camera keeps a runner); otherwise the camera stays."""
     view = stage.places[(scene.place, scene.time)]
     h, w = stage.size
     ground = view.ground * h
     t = animator.config.frames
-    frame0 = scene_frame(stage, scene)  # what the player saw last, before a pair is blocked
+    frame0 = scene_frame(stage, scene) if first is None else first  # what the player saw last, before blocking
     scene = _blocked(scene, acting)
     width = place_width(stage, scene.place, scene.time)
     lo, hi = EDGE * w, width - EDGE * w

@@ -84,20 +84,7 @@ def compare(systems: dict[str, Draw], world: WorldDataset, rows: list[dict[str, 
             per[k].append(grade(evaluator, quant, frames, true, row))
         if len(kept) < keep:
             kept.append((row, shots))
-    out: dict[str, Any] = {"shots": len(rows), "systems": {}}
-    for k, grades in per.items():
-        sharp_true = np.mean([g["sharp_true"] for g in grades])
-        cols = {c: mean_se([g[c] for g in grades]) for c in ("action", "character", "place", "time", "level",
-                                                              "new_content")}
-        cols["sharpness"] = {"mean": float(np.mean([g["sharp"] for g in grades]) / sharp_true)}
-        out["systems"][k] = cols
-    by_verb: dict[str, dict[str, list[float]]] = {}
-    for i, row in enumerate(rows):
-        v = by_verb.setdefault(row["motion"], {k: [] for k in per})
-        for k in per:
-            v[k].append(per[k][i]["action"])
-    out["action_by_verb"] = {v: {"shots": len(h["truth"]), **{k: float(np.mean(x)) for k, x in h.items()}}
-                             for v, h in sorted(by_verb.items())}
+    out: dict[str, Any] = {"shots": len(rows), **summarize(per, rows)}
     names = list(systems)
     if len(names) == 2:  # paired: first minus second, per shot
         a, b = names
@@ -107,6 +94,28 @@ def compare(systems: dict[str, Draw], world: WorldDataset, rows: list[dict[str, 
     if keep:
         out["_shots"] = kept
     return out
+
+
+GRADED = ("action", "character", "place", "time", "level", "new_content")
+
+
+def summarize(per: dict[str, list[dict[str, float]]], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each system's graded shots (``grade``'s, in ``rows``' order) as means with standard errors, sharpness as
+    a share of the truth's, and the action named per verb."""
+    systems = {}
+    for k, grades in per.items():
+        cols = {c: mean_se([g[c] for g in grades]) for c in GRADED}
+        cols["sharpness"] = {"mean": float(np.mean([g["sharp"] for g in grades])
+                                           / np.mean([g["sharp_true"] for g in grades]))}
+        systems[k] = cols
+    by_verb: dict[str, dict[str, list[float]]] = {}
+    for i, row in enumerate(rows):
+        v = by_verb.setdefault(row["motion"], {k: [] for k in per})
+        for k in per:
+            v[k].append(per[k][i]["action"])
+    return {"systems": systems,
+            "action_by_verb": {v: {"shots": len(next(iter(h.values()))), **{k: float(np.mean(x)) for k, x in h.items()}}
+                               for v, h in sorted(by_verb.items())}}
 
 
 def contact_sheet(kept: list[tuple[dict[str, Any], dict[str, np.ndarray]]], path: str | Path, frames: int = 5) -> Path:

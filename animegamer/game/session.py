@@ -460,11 +460,10 @@ class Game:
             scene = start_scene(stage, *where, named, {c: self._sprite(c) for c in named})
         h, w = self.decoder.frame_size
         first = scene_frame(stage, scene)
-        if first.shape[:2] != (h, w):  # a decoder of another frame size than the stage's (a tiny test model)
-            first = cv2.resize(first, (w, h), interpolation=cv2.INTER_AREA)
-        drawn = self.decoder.draw_from_frame(s_a, first)  # s_a's visual part: the frame it starts from, as in training
+        seen = first if first.shape[:2] == (h, w) else cv2.resize(first, (w, h), interpolation=cv2.INTER_AREA)
+        drawn = self.decoder.draw_from_frame(s_a, seen)  # s_a's visual part: the frame it starts from, as in training
         references = {c: cutout_canvas(self._sprite(c), stage.standing * stage.size[0]) for c in named}
-        frames, after = draw_turn(self.decoder.animator, stage, scene, named, drawn, level, references)
+        frames, after = draw_turn(self.decoder.animator, stage, scene, named, drawn, level, references, first)
         if frames.shape[1:3] != (h, w):
             frames = np.stack([cv2.resize(f, (w, h), interpolation=cv2.INTER_AREA) for f in frames])
         return frames, after, drawn, staged
