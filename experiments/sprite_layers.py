@@ -11,7 +11,10 @@ the turn's characters standing where play stands them (``layered.start_scene``),
   ceiling of a layered decoder on this stage (play's camera, following a traveller across the wide place);
 - ``still``: the stage's cut-outs standing, held still: what a decoder that draws no motion shows;
 - ``drawn_standing``: play's drawing (``layered.draw_turn``) from the stage's cut-outs (a scene that starts);
-- ``drawn_first``: play's drawing from each character's true first pose (a scene that continues);
+- ``drawn_first``: play's drawing from each character's true first pose;
+- ``went_on_1``, ``went_on_4``: a scene that goes on, as play draws it: from the staged cut-outs the same
+  characters first do 1 (or 4) other turns (the next graded shots' other verbs, drawn by the network), then this
+  turn from the network's own last frame: what compounds over a game (``bench-long --drift`` plays it 50 turns);
 s_a from the layered first frame and the turn's motion text (the shipped E_a), the turn's true level. Graded by
 the evaluator (action, character, place, time, sharpness, the level read from the pixels, new content), paired per
 shot against ``still``.
@@ -55,7 +58,8 @@ def load_animator(path: str) -> SpriteAnimator:
     if not (ckpt / "ema.safetensors").is_file():
         return SpriteAnimator.from_pretrained(path)
     meta = load_json(ckpt.parent.parent / "run_config.json")["model_config"]
-    model = SpriteAnimator(SpriteAnimatorNet(SpriteAnimatorConfig.from_dict({"reference": False, **meta["net"]})))
+    model = SpriteAnimator(SpriteAnimatorNet(SpriteAnimatorConfig.from_dict(
+        {"reference": False, "reference_warp": False, **meta["net"]})))
     model.load_state_dict({k: v.float() for k, v in load_safetensors(ckpt / "ema.safetensors").items()})
     return model.eval()
 
@@ -80,11 +84,12 @@ def main() -> None:
     world = WorldDataset(args.data)
     lengths = session_lengths(world.rows)
     rows = graded_rows(world, args.n)
-    systems = ("truth", "oracle", "still", "drawn_standing", "drawn_first")
+    systems = ("truth", "oracle", "still", "drawn_standing", "drawn_first", "went_on_1", "went_on_4")
     per: dict[str, list[dict[str, float]]] = {k: [] for k in systems}
     kept = []
     h, w = stage.size
-    for row in tqdm(rows, desc="shots"):
+    for i, row in enumerate(tqdm(rows, desc="shots")):
+        others = [r for r in rows[i + 1:] + rows[:i] if r["motion"] != row["motion"]][:4]  # earlier turns' verbs
         true = world.frames(row)
         tracks = row_tracks(row, lengths[(int(row["seed"]), int(row["session"]))], true.shape[0])
         names = [tr.name for tr in tracks]
@@ -93,15 +98,21 @@ def main() -> None:
         # as play stages a scene: the stage's cut-outs where start_scene stands them
         staged = start_scene(stage, row["place"], row["time"], names, stage.sprites)
         references = {n: cutout_canvas(stage.sprites[n], stage.standing * h) for n in names}
-        level = int(row["motion_level"])
         t = true.shape[0]
         # the true first pose of each character where play would stand it, facing as its track draws it
         first = LayeredScene(row["place"], row["time"], [
             ActorLayer(tr.name, tr.rgba[0], a.x, -1 if tr.role == 2 else 1) for tr, a in zip(tracks, staged.actors)])
 
-        def drawn(scene: LayeredScene) -> np.ndarray:  # play's drawing: s_a from the frame it starts from
-            s_a_drawn = parts.encode(frames_from_uint8(scene_frame(stage, scene))[None], [row["motion_text"]])[0]
-            return draw_turn(animator, stage, scene, names, s_a_drawn, level, references)[0]
+        def drawn(scene: LayeredScene, turn: dict = row) -> tuple[np.ndarray, LayeredScene]:
+            """play's drawing of ``turn``'s verb: s_a from the frame it starts from"""
+            s_a_drawn = parts.encode(frames_from_uint8(scene_frame(stage, scene))[None], [turn["motion_text"]])[0]
+            return draw_turn(animator, stage, scene, names, s_a_drawn, int(turn["motion_level"]), references)
+
+        def went_on(hops: int) -> np.ndarray:
+            scene = staged
+            for other in others[:hops]:
+                scene = drawn(scene, other)[1]
+            return drawn(scene)[0]
 
         feet = [np.stack([a.x + tr.offset[:, 0], ground - tr.offset[:, 1]], axis=1)
                 for tr, a in zip(tracks, first.actors)]
@@ -112,14 +123,17 @@ def main() -> None:
             "oracle": layered_shot(view, [tr.rgba / 255.0 for tr in tracks], feet,
                                    camera if view.wide is not None else None),
             "still": np.repeat(scene_frame(stage, staged)[None], t, 0),
-            "drawn_standing": drawn(staged),
-            "drawn_first": drawn(first),
+            "drawn_standing": drawn(staged)[0],
+            "drawn_first": drawn(first)[0],
+            "went_on_1": went_on(1),
+            "went_on_4": went_on(4),
         }
         for k, frames in shots.items():
             per[k].append(grade(evaluator, quant, frames, true, row))
         if len(kept) < args.keep:
             kept.append((row, shots))
-    out: dict = {"shots": len(rows), "run": args.run, **summarize(per, rows)}
+    out: dict = {"shots": len(rows), "run": args.run, **summarize(per, rows),
+                 "per_shot": per}  # each shot's grades, in order: two runs pair shot by shot
     out["paired_vs_still"] = {k: {c: mean_se([x[c] - y[c] for x, y in zip(per[k], per["still"])]) for c in GRADED}
                               for k in systems if k not in ("still", "truth")}
     for k, cols in out["systems"].items():

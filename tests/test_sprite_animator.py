@@ -36,7 +36,7 @@ from animegamer.world.sprite_tracks import (
 )
 from animegamer.world.stage_art import STANDING_FRACTION, character_sprite
 from animegamer.world.cast import load_cast
-from animegamer.training.phase_sprites import init_state
+from animegamer.training.phase_sprites import SpriteShots, SpriteTensors, init_state
 from tiny_game import continuing_anchors, forbid_world_renderer, tiny_models
 
 torch.set_num_threads(1)
@@ -129,7 +129,42 @@ def _batch(cfg: SpriteAnimatorConfig, n: int = 2) -> dict[str, torch.Tensor]:
     offset[:, :, 0] = 2 * np.arange(cfg.frames)
     return {"rgba": torch.from_numpy(rgba), "standing": torch.from_numpy(rgba[:, 0].copy()),
             "offset": torch.from_numpy(offset), "role": torch.zeros(n, dtype=torch.long),
-            "s_a": torch.zeros(n, 3, cfg.cond_dim), "motion_level": torch.full((n,), 3)}
+            "s_a": torch.zeros(n, 3, cfg.cond_dim), "motion_level": torch.full((n,), 3),
+            "donor_first": torch.from_numpy(rgba[:, 0].copy()), "donor_s_a": torch.zeros(n, 3, cfg.cond_dim),
+            "donor_level": torch.full((n,), 3), "donor_role": torch.zeros(n, dtype=torch.long)}
+
+
+def test_a_scene_that_goes_on_is_trained_from_the_networks_own_drawing_of_a_donor_of_the_same_look(monkeypatch):
+    cfg = sprite_animator_preset("tiny", standing_share=0.0, went_on_share=1.0, aug_max=0.0)
+    model = SpriteAnimator(SpriteAnimatorNet(cfg))
+    batch = _batch(cfg)
+    batch["donor_first"] = torch.full_like(batch["donor_first"], 77)
+    seen = []
+    real = model.frame
+
+    def frame(sprite, *args, **kwargs):
+        seen.append(sprite.detach().clone())
+        return real(sprite, *args, **kwargs)
+
+    monkeypatch.setattr(model, "frame", frame)
+    model(batch)
+    assert len(seen) == 2  # the donor's last frame (no gradient), then the graded frames from it
+    torch.testing.assert_close(seen[0], torch.full_like(seen[0], 77 / 255))
+    drawn = real(seen[0], to_unit(batch["standing"]), batch["donor_s_a"], batch["donor_level"], torch.full((2,), cfg.frames - 1),
+                 batch["donor_role"], torch.zeros(2))[0]
+    torch.testing.assert_close(seen[1], drawn.repeat_interleave(cfg.frames_per_track, dim=0))
+    with pytest.raises(ValueError, match="summing to <= 1"):
+        sprite_animator_preset("tiny", standing_share=0.8, went_on_share=0.3)
+
+    standing = torch.zeros(5, 4, 4, 4, dtype=torch.uint8)
+    standing[3:] = 9  # tracks 0-2 one look, 3-4 another
+    rgba = torch.arange(5, dtype=torch.uint8)[:, None, None, None, None].expand(5, 3, 4, 4, 4).clone()
+    sprites = SpriteTensors(rgba, standing, torch.zeros(5, 3, 2),
+                            torch.zeros(5, dtype=torch.long), torch.arange(5), 0)
+    shots = SpriteShots(sprites, torch.zeros(5, 2, 8), torch.full((5,), 2))
+    for i, look in enumerate([{0, 1, 2}] * 3 + [{3, 4}] * 2):
+        donors = {int(shots[i]["donor_first"][0, 0, 0]) for _ in range(20)}  # a track's pictures hold its index
+        assert set(map(int, shots.group_of[i])) == look and donors <= look
 
 
 def test_an_untrained_animator_nearly_copies_its_input():
@@ -278,20 +313,41 @@ def test_a_game_in_layers_draws_who_acts_goes_on_from_the_last_frame_and_reopens
 
 def test_a_run_without_a_reference_starts_one_with_it_drawing_the_same(tmp_path):
     torch.manual_seed(0)
-    old = SpriteAnimator(SpriteAnimatorNet(sprite_animator_preset("tiny", reference=False)))
+    old = SpriteAnimator(SpriteAnimatorNet(sprite_animator_preset("tiny", reference=False, reference_warp=False)))
     for name, p in old.net.named_parameters():
         if "conv_out" in name or "conv2" in name:
             torch.nn.init.normal_(p, std=0.05)
     old.eval().save_pretrained(tmp_path / "old")
-    new = SpriteAnimator(SpriteAnimatorNet(sprite_animator_preset("tiny"))).eval()
+    new = SpriteAnimator(SpriteAnimatorNet(sprite_animator_preset("tiny", reference_warp=False))).eval()
     load_into(new, init_state(str(tmp_path / "old")))
     cfg = new.config
     first = to_unit(_batch(cfg)["rgba"][:1, 0])
     ref = torch.rand_like(first)
     args = (torch.zeros(1, 3, cfg.cond_dim), torch.tensor([3]), torch.tensor([0]))
     saved = SpriteAnimator.from_pretrained(tmp_path / "old")  # its weights as stored (fp16)
-    assert saved.config.reference is False
-    torch.testing.assert_close(new.draw(first, ref, *args)[0], saved.draw(first, None, *args)[0], atol=1e-5, rtol=0)
+    assert saved.config.reference is False and saved.config.reference_warp is False
+    before = saved.draw(first, None, *args)[0]
+    torch.testing.assert_close(new.draw(first, ref, *args)[0], before, atol=1e-5, rtol=0)
+    # and the reference warp: gained with the input's flow and a mask nearly closed, it draws nearly as before
+    warping = SpriteAnimator(SpriteAnimatorNet(sprite_animator_preset("tiny"))).eval()
+    load_into(warping, init_state(str(tmp_path / "old")))
+    offset, flow, mask, paint, ref_flow, ref_mask = warping.net(first * 2 - 1, ref * 2 - 1, *args[:2],
+                                                                torch.tensor([4]), args[2], torch.zeros(1))
+    torch.testing.assert_close(ref_flow, flow)
+    assert float(ref_mask.max()) == -4.0
+    assert (warping.draw(first, ref, *args)[0] - before).abs().max() < 0.03
+
+
+def test_with_its_mask_open_the_reference_warp_draws_the_reference_moved():
+    model = SpriteAnimator(SpriteAnimatorNet(sprite_animator_preset("tiny"))).eval()
+    cfg = model.config
+    with torch.no_grad():
+        model.net.conv_out.bias[(7 + 2) * cfg.stem ** 2:] = 30.0  # the reference's mask wide open, its flow zero
+    first = to_unit(_batch(cfg)["rgba"][:1, 0])
+    ref = torch.rand_like(first)
+    ref = torch.cat([torch.minimum(ref[:, :3], ref[:, 3:]), ref[:, 3:]], dim=1)  # premultiplied
+    frames, _ = model.draw(first, ref, torch.zeros(1, 3, cfg.cond_dim), torch.tensor([3]), torch.tensor([0]))
+    torch.testing.assert_close(frames, ref[:, None].expand_as(frames), atol=1e-5, rtol=0)
 
 
 def test_the_camera_follows_a_traveller_across_the_wide_place_and_stays_for_the_others():

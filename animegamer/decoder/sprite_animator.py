@@ -40,6 +40,8 @@ CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 FORMAT = "animegamer-sprite-animator"
 OUT_CHANNELS = 2 + 1 + 4  # flow (dx, dy), mask, painted RGBA
+REFERENCE_CHANNELS = 2 + 1  # the reference's flow and its mask logit (``reference_warp``)
+REFERENCE_MASK_BIAS = -4.0  # a run without the reference warp gains one nearly closed: it draws nearly as before
 
 
 @dataclass
@@ -61,6 +63,10 @@ class SpriteAnimatorConfig:
     # character is comes from a clean picture every turn, so a scene that goes on from drawn sprites cannot drift
     # away from it (reference-guided animation, as Animate Anyone's reference net; the input gives only the pose)
     reference: bool = True
+    # the reference cut-out is also moved along a flow of its own and mixed in (softmax over the moved input, the
+    # moved reference and the painted sprite): a face's few pixels are carried from a clean picture every turn, not
+    # repainted through the network from a drawn one (a repainted face turned into a blob of hair in one turn)
+    reference_warp: bool = True
     flow_scale: float = 4.0  # pixels per unit of the flow output
     offset_scale: float = 16.0  # pixels per unit of the feet's move (a wild run travels ~8 px a frame)
     mask_bias: float = -3.0  # the mask starts nearly closed: the untrained network copies its input
@@ -69,6 +75,11 @@ class SpriteAnimatorConfig:
     offset_weight: float = 1.0
     aug_max: float = 0.1  # input noise augmentation: in play a continuing scene starts from a drawn sprite
     standing_share: float = 0.4  # share of training inputs that are the character standing (a scene's start)
+    # share of training inputs that are the network's own drawing (no gradient) of the last frame of another shot
+    # of the same character and look: in play a scene that goes on starts from such a drawing, of another verb.
+    # Trained only on true first frames of its own verb, the network copied its own blur and a previous verb's
+    # pose into every later turn (a sitter's blurred head stayed for 40 turns, docs/layers.md)
+    went_on_share: float = 0.3
     frames_per_track: int = 4  # frames drawn per track and training step
 
     def __post_init__(self) -> None:
@@ -77,12 +88,15 @@ class SpriteAnimatorConfig:
         if self.frames < 2 or self.height % unit or self.width % unit:
             raise ValueError(f"SpriteAnimatorConfig: frames >= 2 and height, width multiples of {unit}, got "
                              f"{self.frames}, {self.height}x{self.width}")
+        if self.reference_warp and not self.reference:
+            raise ValueError("SpriteAnimatorConfig: reference_warp needs reference")
         if any(c % self.heads or c % 8 for c in self.channels) or self.blocks < 1:
             raise ValueError(f"SpriteAnimatorConfig: channels must be multiples of 8 and of heads, blocks >= 1, got "
                              f"{self.channels}, {self.heads}, {self.blocks}")
-        if not 1 <= self.frames_per_track <= self.frames - 1 or not 0 <= self.standing_share <= 1:
-            raise ValueError(f"SpriteAnimatorConfig: frames_per_track in 1..{self.frames - 1}, standing_share in "
-                             f"0..1, got {self.frames_per_track}, {self.standing_share}")
+        shares = (self.standing_share, self.went_on_share)
+        if not 1 <= self.frames_per_track <= self.frames - 1 or min(shares) < 0 or sum(shares) > 1:
+            raise ValueError(f"SpriteAnimatorConfig: frames_per_track in 1..{self.frames - 1}, standing_share and "
+                             f"went_on_share >= 0 summing to <= 1, got {self.frames_per_track}, {shares}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {"channels": list(self.channels)}
@@ -110,8 +124,9 @@ def sprite_animator_preset(name: str, **overrides: Any) -> SpriteAnimatorConfig:
 
 class SpriteAnimatorNet(nn.Module):
     """forward(sprite, reference, s_a, level, index, role, aug) -> (offset (M, 2), flow (M, 2, H, W), mask logit
-    (M, 1, H, W), paint (M, 4, H, W)); the sprite and its reference in [-1, 1] (premultiplied RGBA scaled), flow and
-    offset in their scales' units, paint in [0, 1] units before clamping."""
+    (M, 1, H, W), paint (M, 4, H, W), and with ``reference_warp`` the reference's flow (M, 2, H, W) and mask logit
+    (M, 1, H, W)); the sprite and its reference in [-1, 1] (premultiplied RGBA scaled), flows and offset in their
+    scales' units, paint in [0, 1] units before clamping."""
 
     def __init__(self, config: SpriteAnimatorConfig) -> None:
         super().__init__()
@@ -142,11 +157,14 @@ class SpriteAnimatorNet(nn.Module):
         nn.init.zeros_(self.offset.weight)
         nn.init.zeros_(self.offset.bias)
         self.norm_out = norm(c0)
-        self.conv_out = nn.Conv2d(c0, OUT_CHANNELS * s * s, 3, padding=1)
+        out = OUT_CHANNELS + (REFERENCE_CHANNELS if cfg.reference_warp else 0)
+        self.conv_out = nn.Conv2d(c0, out * s * s, 3, padding=1)
         nn.init.zeros_(self.conv_out.weight)
         with torch.no_grad():  # pixel_shuffle takes channel c's s*s sub-pixels from [c s^2, (c+1) s^2)
             self.conv_out.bias.zero_()
             self.conv_out.bias[2 * s * s: 3 * s * s] = cfg.mask_bias
+            if cfg.reference_warp:
+                self.conv_out.bias[(OUT_CHANNELS + 2) * s * s:] = REFERENCE_MASK_BIAS
 
     def forward(self, sprite: torch.Tensor, reference: torch.Tensor | None, s_a: torch.Tensor, level: torch.Tensor,
                 index: torch.Tensor, role: torch.Tensor, aug: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -172,18 +190,26 @@ class SpriteAnimatorNet(nn.Module):
             if x.shape[-2:] != skip.shape[-2:]:
                 x = conv(F.interpolate(x, size=skip.shape[-2:], mode="nearest"))
             x = stage(torch.cat([x, skip], dim=1), emb, cond)
-        x = F.pixel_shuffle(self.conv_out(F.silu(self.norm_out(x))), cfg.stem)  # (M, 7, H, W)
-        return offset, x[:, :2], x[:, 2:3], x[:, 3:]
+        x = F.pixel_shuffle(self.conv_out(F.silu(self.norm_out(x))), cfg.stem)  # (M, 7 or 10, H, W)
+        return offset, x[:, :2], x[:, 2:3], x[:, 3:7], *((x[:, 7:9], x[:, 9:10]) if cfg.reference_warp else ())
 
 
 def load_into(model: "SpriteAnimator", state: dict[str, torch.Tensor]) -> None:
     """Weights of another run into ``model`` (``train sprites --init``): a run drawn without a reference cut-out
-    starts one that has it with the reference's input weights at zero, so it draws exactly as before."""
+    starts one that has it with the reference's input weights at zero, so it draws exactly as before; a run without
+    the reference warp gains one that moves the reference as the input is moved, its mask nearly closed."""
+    own, state = model.state_dict(), dict(state)
     key = "net.conv_in.weight"
-    own = model.state_dict()[key]
-    if key in state and state[key].shape != own.shape and state[key].shape[1] * 2 == own.shape[1]:
-        state = dict(state)
+    if key in state and state[key].shape != own[key].shape and state[key].shape[1] * 2 == own[key].shape[1]:
         state[key] = torch.cat([state[key], torch.zeros_like(state[key])], dim=1)
+    ss = model.config.stem ** 2
+    w, b = "net.conv_out.weight", "net.conv_out.bias"
+    gains_warp = own[w].shape[0] == (OUT_CHANNELS + REFERENCE_CHANNELS) * ss
+    if w in state and state[w].shape[0] == OUT_CHANNELS * ss and gains_warp:
+        mask_w = torch.zeros_like(state[w][:ss])
+        mask_b = torch.full_like(state[b][:ss], REFERENCE_MASK_BIAS)
+        state[w] = torch.cat([state[w], state[w][:2 * ss], mask_w])  # the reference's flow starts as the input's
+        state[b] = torch.cat([state[b], state[b][:2 * ss], mask_b])
     model.load_state_dict({k: v.float() for k, v in state.items()})
 
 
@@ -215,7 +241,8 @@ class SpriteAnimator(nn.Module):
         meta = load_json(d / CONFIG_NAME).get("model_config", {})
         if meta.get("format") != FORMAT:
             raise ValueError(f"{d}: not a sprite animator (format {meta.get('format')!r})")
-        model = cls(SpriteAnimatorNet(SpriteAnimatorConfig.from_dict({"reference": False, **meta["net"]})))
+        model = cls(SpriteAnimatorNet(SpriteAnimatorConfig.from_dict(
+            {"reference": False, "reference_warp": False, **meta["net"]})))
         model.load_state_dict({k: v.float() for k, v in load_safetensors(d / WEIGHTS_NAME).items()})
         return model.to(device).eval()
 
@@ -226,19 +253,27 @@ class SpriteAnimator(nn.Module):
         (M, 2) in pixels, +x right, +y up). ``seen``: the network's view of the input (noise-augmented in training)."""
         cfg = self.config
         seen = sprite if seen is None else seen
-        offset, flow, mask, paint = self.net(seen * 2 - 1, None if reference is None else reference * 2 - 1, s_a,
-                                             level, index, role, aug)
+        offset, flow, mask, paint, *ref = self.net(seen * 2 - 1, None if reference is None else reference * 2 - 1,
+                                                   s_a, level, index, role, aug)
         moved = warp(sprite, flow.float() * cfg.flow_scale, mode)
-        m = torch.sigmoid(mask.float())
-        drawn = (1 - m) * moved + m * paint.float()
+        if ref:  # softmax over the moved input (logit 0), the painted sprite and the moved reference
+            ref_flow, ref_mask = ref
+            w = torch.softmax(torch.cat([torch.zeros_like(mask), mask, ref_mask], dim=1).float(), dim=1)
+            ref_moved = warp(reference, ref_flow.float() * cfg.flow_scale, mode)
+            drawn = w[:, :1] * moved + w[:, 1:2] * paint.float() + w[:, 2:] * ref_moved
+        else:
+            m = torch.sigmoid(mask.float())
+            drawn = (1 - m) * moved + m * paint.float()
         alpha = drawn[:, 3:].clamp(0, 1)
         colour = torch.minimum(drawn[:, :3].clamp(0, 1), alpha)  # premultiplied: no colour where nothing is drawn
         return torch.cat([colour, alpha], dim=1), offset.float() * cfg.offset_scale
 
     def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
         """batch: rgba uint8 (B, T, H, W, 4), standing uint8 (B, H, W, 4), offset (B, T, 2) pixels, s_a (B, N, D),
-        motion_level (B,), role (B,). ``frames_per_track`` random frames of each track are drawn and graded, from
-        the track's frame 0 or (a ``standing_share`` of tracks) the character standing."""
+        motion_level (B,), role (B,), and a donor shot of the same character and look (``donor_first`` uint8
+        (B, H, W, 4), ``donor_s_a``, ``donor_level``, ``donor_role``). ``frames_per_track`` random frames of each
+        track are drawn and graded, from the track's frame 0, the character standing (``standing_share``) or the
+        network's own drawing of the donor's last frame (``went_on_share``)."""
         cfg = self.config
         rgba, dev = batch["rgba"], batch["rgba"].device
         b, k = rgba.shape[0], cfg.frames_per_track
@@ -247,8 +282,13 @@ class SpriteAnimator(nn.Module):
         target = to_unit(rgba[track, index]).flatten(0, 1)  # (BK, 4, H, W)
         offset_true = batch["offset"][track, index].float().flatten(0, 1)  # (BK, 2)
         reference = to_unit(batch["standing"])
-        standing = torch.rand(b, device=dev) < cfg.standing_share
+        pick = torch.rand(b, device=dev)
+        standing = pick < cfg.standing_share
         source = torch.where(standing[:, None, None, None], reference, to_unit(rgba[:, 0]))
+        went_on = (pick >= cfg.standing_share) & (pick < cfg.standing_share + cfg.went_on_share)
+        if went_on.any():
+            source = source.clone()
+            source[went_on] = self.went_on_input(batch, reference, went_on)
         aug = torch.rand(b, device=dev) * cfg.aug_max
         seen = (source + aug[:, None, None, None] * torch.randn_like(source)).clamp(0, 1)
         rep = lambda x: x.repeat_interleave(k, dim=0)  # noqa: E731  per track -> per drawn frame
@@ -265,6 +305,19 @@ class SpriteAnimator(nn.Module):
         loss = picture + cfg.offset_weight * feet
         return loss, {"loss": float(loss.detach()), "picture": float(picture.detach()), "copy": float(copy),
                       "feet": float(feet.detach()), "feet_still": float(offset_true.abs().mean() / cfg.offset_scale)}
+
+    @torch.no_grad()
+    def went_on_input(self, batch: dict[str, torch.Tensor], reference: torch.Tensor,
+                      rows: torch.Tensor) -> torch.Tensor:
+        """The network's own drawing of the donor shot's last frame from its first, for the tracks ``rows`` (bool
+        (B,)): what a scene that goes on starts from in play (``decoder/layered.py``)."""
+        first = to_unit(batch["donor_first"][rows])
+        n = first.shape[0]
+        last, _ = self.frame(first, reference[rows] if self.config.reference else None,
+                             batch["donor_s_a"][rows].float(), batch["donor_level"][rows].long(),
+                             torch.full((n,), self.config.frames - 1, device=first.device),
+                             batch["donor_role"][rows].long(), torch.zeros(n, device=first.device))
+        return last.clamp(0, 1)
 
     @torch.no_grad()
     def draw(self, sprite: torch.Tensor, reference: torch.Tensor | None, s_a: torch.Tensor, level: torch.Tensor,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import multiprocessing as mp
 from pathlib import Path
@@ -86,19 +87,37 @@ def sprite_tensors(rows: list[dict[str, Any]], n_frames: int, workers: int = 2, 
                          sum(r is None for r in results))
 
 
-class SpriteShots(torch.utils.data.Dataset):
-    """One item per character track: its sprites, standing sprite, feet offsets, role, and its shot's s_a, level."""
+def look_groups(standing: torch.Tensor) -> list[list[int]]:
+    """Tracks grouped by their standing picture: the same character in the same look, facing the same way."""
+    groups: dict[bytes, list[int]] = {}
+    for i, picture in enumerate(standing):
+        groups.setdefault(hashlib.sha1(picture.numpy().tobytes()).digest(), []).append(i)
+    return list(groups.values())
 
-    def __init__(self, sprites: SpriteTensors, s_a: torch.Tensor, levels: torch.Tensor) -> None:
+
+class SpriteShots(torch.utils.data.Dataset):
+    """One item per character track: its sprites, standing sprite, feet offsets, role, its shot's s_a, level, and
+    a donor: another track of the same character and look (or itself), whose last frame as the network draws it
+    is the input of a scene that goes on (``SpriteAnimatorConfig.went_on_share``)."""
+
+    def __init__(self, sprites: SpriteTensors, s_a: torch.Tensor, levels: torch.Tensor, seed: int = 0) -> None:
         self.sprites, self.s_a, self.levels = sprites, s_a, levels
+        self.group_of = [np.empty(0, np.int64)] * len(sprites.role)
+        for members in look_groups(sprites.standing):
+            for i in members:
+                self.group_of[i] = np.asarray(members)
+        self.rng = np.random.default_rng(seed)
 
     def __len__(self) -> int:
         return len(self.sprites.role)
 
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
         sp, shot = self.sprites, int(self.sprites.shot[i])
+        donor = int(self.rng.choice(self.group_of[i]))
+        donor_shot = int(sp.shot[donor])
         return {"rgba": sp.rgba[i], "standing": sp.standing[i], "offset": sp.offset[i], "role": sp.role[i],
-                "s_a": self.s_a[shot], "motion_level": self.levels[shot]}
+                "s_a": self.s_a[shot], "motion_level": self.levels[shot], "donor_first": sp.rgba[donor, 0],
+                "donor_s_a": self.s_a[donor_shot], "donor_level": self.levels[donor_shot], "donor_role": sp.role[donor]}
 
 
 def collate(items: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -141,6 +160,9 @@ def run(args: argparse.Namespace) -> int:
         load_into(module, init_state(args.init))
     print(f"[sprites] {len(sprites.role)} character tracks of {len(shots.rows)} train shots "
           f"({sprites.skipped} not re-planned), {sum(p.numel() for p in module.parameters()) / 1e6:.2f} M parameters")
-    result = train(module, SpriteShots(sprites, s_a, shots.levels), collate, cfg, args.out, resume=args.resume)
+    groups = look_groups(sprites.standing)
+    print(f"[sprites] {len(groups)} character looks, {len(sprites.role) / len(groups):.1f} tracks each: a scene that "
+          f"goes on is trained from another track of the same look")
+    result = train(module, SpriteShots(sprites, s_a, shots.levels, cfg.seed), collate, cfg, args.out, resume=args.resume)
     print(f"[sprites] step {result['step']}, loss {result['loss']}, final weights in {result['final_dir']}")
     return 0
