@@ -102,8 +102,9 @@ class SpriteShots(torch.utils.data.Dataset):
 
     def __init__(self, sprites: SpriteTensors, s_a: torch.Tensor, levels: torch.Tensor, seed: int = 0) -> None:
         self.sprites, self.s_a, self.levels = sprites, s_a, levels
+        self.looks = look_groups(sprites.standing)
         self.group_of = [np.empty(0, np.int64)] * len(sprites.role)
-        for members in look_groups(sprites.standing):
+        for members in self.looks:
             for i in members:
                 self.group_of[i] = np.asarray(members)
         self.rng = np.random.default_rng(seed)
@@ -160,9 +161,9 @@ def run(args: argparse.Namespace) -> int:
         load_into(module, init_state(args.init))
     print(f"[sprites] {len(sprites.role)} character tracks of {len(shots.rows)} train shots "
           f"({sprites.skipped} not re-planned), {sum(p.numel() for p in module.parameters()) / 1e6:.2f} M parameters")
-    groups = look_groups(sprites.standing)
-    print(f"[sprites] {len(groups)} character looks, {len(sprites.role) / len(groups):.1f} tracks each: a scene that "
-          f"goes on is trained from another track of the same look")
-    result = train(module, SpriteShots(sprites, s_a, shots.levels, cfg.seed), collate, cfg, args.out, resume=args.resume)
+    data = SpriteShots(sprites, s_a, shots.levels, cfg.seed)
+    print(f"[sprites] {len(data.looks)} character looks, {len(sprites.role) / len(data.looks):.1f} tracks each: a "
+          f"scene that goes on is trained from another track of the same look")
+    result = train(module, data, collate, cfg, args.out, resume=args.resume)
     print(f"[sprites] step {result['step']}, loss {result['loss']}, final weights in {result['final_dir']}")
     return 0
