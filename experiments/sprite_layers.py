@@ -34,6 +34,7 @@ from animegamer.core.runs import resolve_decoder
 from animegamer.decoder.layered import (
     ActorLayer,
     LayeredScene,
+    acts_as_pair,
     draw_turn,
     follow,
     place_width,
@@ -96,7 +97,8 @@ def main() -> None:
         view = stage.places[(row["place"], row["time"])]
         ground = view.ground * h
         # as play stages a scene: the stage's cut-outs where start_scene stands them
-        staged = start_scene(stage, row["place"], row["time"], names, stage.sprites)
+        staged = start_scene(stage, row["place"], row["time"], names, stage.sprites,
+                             pair=acts_as_pair(names, row["motion"]))
         references = {n: cutout_canvas(stage.sprites[n], stage.standing * h) for n in names}
         t = true.shape[0]
         # the true first pose of each character where play would stand it, facing as its track draws it
@@ -106,7 +108,8 @@ def main() -> None:
         def drawn(scene: LayeredScene, turn: dict = row) -> tuple[np.ndarray, LayeredScene]:
             """play's drawing of ``turn``'s verb: s_a from the frame it starts from"""
             s_a_drawn = parts.encode(frames_from_uint8(scene_frame(stage, scene))[None], [turn["motion_text"]])[0]
-            return draw_turn(animator, stage, scene, names, s_a_drawn, int(turn["motion_level"]), references)
+            return draw_turn(animator, stage, scene, names, s_a_drawn, int(turn["motion_level"]), references,
+                             pair=acts_as_pair(names, turn["motion"]))
 
         def went_on(hops: int) -> np.ndarray:
             scene = staged

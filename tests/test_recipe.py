@@ -25,8 +25,10 @@ def tiny_runs(tmp_path_factory):
 def test_tiny_recipe_builds_a_model_that_plays(tiny_runs, tmp_path):
     game = Game.load(tiny_runs / "model", store=tmp_path / "store")
     session = game.new_session(characters=["Qiqi"], seed=0)
+    assert game.decoder.draws_layers  # the sprite animator draws every shot, as in the shipped model
     turn = session.step("Character: Qiqi; Motion: quickly run; Background: day town.")
     assert turn.frames.dtype == np.uint8 and turn.frames.ndim == 4 and turn.frames.shape[-1] == 3
+    assert turn.anchor == "staged"
     assert 1 <= turn.motion_level <= 5
     assert len(game.open_session(session.id).turns) == 1
 
@@ -38,11 +40,8 @@ def test_tiny_recipe_saves_itself_and_grades_its_model(tiny_runs):
     assert (tiny_runs / "eval" / "eval.md").is_file()
     report = json.loads((tiny_runs / "eval" / "eval.json").read_text())
     assert report["summary"]["AnimeGamer"]["char_id"] is not None  # the evaluator's frame classifier graded it
-    calibration = json.loads((tiny_runs / "anchored_motion_scale.json").read_text())
-    packed = json.loads((tiny_runs / "model" / "shot_decoder" / "shot_decoder.json").read_text())
-    assert calibration["s_a"] == "drawn (visual anchors)" and calibration["rows"]
-    assert packed["sampler"]["motion_scale_by_level"] == [float(x) for x in calibration["pack_argument"].split(",")]
-    assert packed["sampler"]["motion_control_max_scale"] == 1.5
+    packed = json.loads((tiny_runs / "model" / "model.json").read_text())
+    assert packed["sprite_animator"]["from"] == str(tiny_runs / "sprites") and packed["stage"]["places"]
     # a fine-tune (--init) keeps the latent normalisation of the decoder it starts from
     tuned = json.loads((tiny_runs / "drawn_cast" / "joint" / "final" / "shot_decoder" / "shot_decoder.json").read_text())
     start = json.loads((tiny_runs / "adapt" / "final" / "shot_decoder" / "shot_decoder.json").read_text())

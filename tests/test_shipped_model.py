@@ -1,5 +1,5 @@
 """The shipped default model (animegamer/weights/default) loads and plays: what `animegamer play`
-runs on a fresh machine. Real SmolLM2 + the trained decoder, one short session."""
+runs on a fresh machine. Real SmolLM2 + the sprite animator drawing in layers on the stage, one short session."""
 from __future__ import annotations
 
 import json
@@ -12,35 +12,41 @@ from animegamer.game.session import DEFAULT_WEIGHTS, Game
 torch.set_num_threads(1)
 
 
-def test_shipped_model_plays_two_turns_and_reopens(tmp_path):
+def test_shipped_model_draws_its_turns_goes_on_from_the_last_frame_and_reopens(tmp_path, monkeypatch):
+    """Every character after frame 0 is the sprite animator's drawing (decoder/layered.py): the first turn starts
+    from the stage, the next goes on from the last frame shown, after a reopen too; the renderer is never called."""
+    from tiny_game import forbid_world_renderer
+
+    from animegamer.decoder.layered import LayeredScene
+
     info = json.loads((DEFAULT_WEIGHTS / "model.json").read_text())
     assert info["dtype"] == "float16"
     size = sum(p.stat().st_size for p in DEFAULT_WEIGHTS.parent.rglob("*") if p.is_file())
     assert size < 100e6  # the repo keeps all shipped weights (the model and the evaluator) under 100 MB
+    forbid_world_renderer(monkeypatch)
     game = Game.load(store=tmp_path / "saves")
+    assert game.decoder.draws_layers
     session = game.new_session(["Qiqi"])
     t1 = session.step("Character: Qiqi; Motion: quickly run; Background: day town.")
-    # source detail: the shot starts from the bank's own picture of Qiqi, not the autoencoder's copy of it
-    assert game.decoder.sampler.source_detail and t1.anchor == "retrieved"
-    assert any(np.array_equal(t1.frames[0], game.decoder.anchors.frame(i))
-               for i in game.decoder.anchors.candidates(["Qiqi"]))
-    t2 = session.step("Qiqi sits down on a bench and reads a book")
+    shown = t1.frames[-1].copy()  # as the player saw it (only the newest turn stays decoded; older ones read back)
+    t2 = session.step("Qiqi sits down and reads a book")
+    assert (t1.anchor, t2.anchor) == ("staged", "went on")
     for t in (t1, t2):
         assert t.frames.dtype == np.uint8 and t.frames.shape == (17, 96, 144, 3)
         assert 1 <= t.motion_level <= 5 and t.frames.std() > 1.0  # a picture, not a flat frame
         assert set(t.deltas) == {"stamina", "social", "entertainment"}
+        assert not np.array_equal(t.frames[8], t.frames[0])  # drawn, not held
     assert t2.states == {k: max(0, min(100, t1.states[k] + 5 * t2.deltas[k])) for k in t1.states}
-    # the visual anchors: a first turn is drawn from a true frame of the bank showing Qiqi alone
-    assert t1.anchor == "retrieved" and t2.anchor in ("retrieved", "continued")
-    anchors = game.decoder.anchors
-    assert anchors is not None and len(anchors) > 1000
-    n_text = game.decoder.config.n_text
-    qiqi = anchors.candidates(["Qiqi"])
-    assert all(anchors.entries[i]["characters"] == ["Qiqi"] for i in qiqi)
-    assert any(torch.allclose(t1.s_a[n_text:], anchors.tokens(i, game.decoder.net.action_encoder.visual)) for i in qiqi)
+    np.testing.assert_allclose(t2.frames[0].astype(int), shown.astype(int), atol=2)  # goes on from it
+    shown = t2.frames[-1].copy()
+    assert LayeredScene.from_bytes(session.layers).names() == ["Qiqi"]
     again = Game.load(store=tmp_path / "saves").open_session(session.id)
     assert [h.instruction for h in again.history()] == [h.instruction for h in session.history()]
     assert all(torch.equal(a.s_a, b.s_a) for a, b in zip(again.history(), session.history()))
+    assert again.layers == session.layers
+    t3 = again.step("Qiqi waves")
+    assert t3.anchor == "went on"
+    np.testing.assert_allclose(t3.frames[0].astype(int), shown.astype(int), atol=2)
 
 
 def test_shipped_evaluator_names_who_where_and_when_in_true_shots():
@@ -79,10 +85,10 @@ def test_shipped_model_stands_any_cast_in_any_place_without_the_renderer(tmp_pat
     forbid_world_renderer(monkeypatch)
     three = game.new_session(["Mika", "Sora", "Kaito"], seed=1).step(
         "Character: Mika, Sora, Kaito; Motion: talk; Background: day bedroom.")
-    assert three.anchor == "composed"
+    assert three.anchor == "staged"
     clf = FrameClassifier.from_pretrained(FrameClassifier.find(DEFAULT_EVALUATOR))
     seen = clf.read_shot(three.frames, 3)
     assert seen["characters"] == ["Kaito", "Mika", "Sora"] and seen["place"] == "bedroom" and seen["time"] == "day"
     own = game.new_session(["Neko", "Qiqi"], seed=1).step("Neko waves at Qiqi in the meadow")
-    assert own.anchor == "composed" and own.frames.shape == (17, 96, 144, 3)
+    assert own.anchor == "staged" and own.frames.shape == (17, 96, 144, 3)
     assert clf.read_shot(own.frames, 1)["place"] == "meadow"

@@ -7,7 +7,16 @@ import pytest
 import torch
 
 from animegamer.cli import main as cli_main
-from animegamer.decoder.layered import EDGE, FOLLOW, LayeredScene, draw_turn, follow, scene_frame, start_scene
+from animegamer.decoder.layered import (
+    EDGE,
+    FOLLOW,
+    LayeredScene,
+    acts_as_pair,
+    draw_turn,
+    follow,
+    scene_frame,
+    start_scene,
+)
 from animegamer.decoder.layers import cutout_canvas, layered_shot, paste
 from animegamer.decoder.sprite_animator import (
     SpriteAnimator,
@@ -237,7 +246,7 @@ def _animator(**overrides) -> SpriteAnimator:
 
 def test_a_scene_starts_as_the_stage_stands_it_and_survives_its_bytes():
     stage = _stage()
-    scene = start_scene(stage, "meadow", "day", ["Qiqi", "Ren"], stage.sprites)
+    scene = start_scene(stage, "meadow", "day", ["Qiqi", "Ren"], stage.sprites, pair=True)
     (a, b) = scene.actors
     assert (a.facing, b.facing) == (1, -1) and a.x < b.x
     red_a = np.nonzero(a.sprite[..., 0] > 100)[1].mean()
@@ -257,10 +266,10 @@ def test_a_turn_draws_who_acts_holds_the_others_and_goes_on_from_its_last_frame(
     for name, p in animator.net.named_parameters():  # a live network: a move and a change to see
         if "conv_out" in name or "conv2" in name or "offset" in name:
             torch.nn.init.normal_(p, std=0.05)
-    scene = start_scene(stage, "meadow", "day", ["Qiqi", "Ren"], stage.sprites)
+    scene = start_scene(stage, "meadow", "day", ["Qiqi", "Ren"], stage.sprites, pair=True)
     s_a = torch.zeros(3, animator.config.cond_dim)
     refs = {n: cutout_canvas(stage.sprites[n], stage.standing * 40) for n in ("Qiqi", "Ren")}
-    frames, after = draw_turn(animator, stage, scene, ["Qiqi"], s_a, 3, refs)
+    frames, after = draw_turn(animator, stage, scene, ["Qiqi"], s_a, 3, refs, pair=False)
     assert frames.shape == (5, 40, 60, 3)
     start = scene_frame(stage, scene)
     assert np.array_equal(frames[0], start)  # frame 0 is the scene as it stood
@@ -269,8 +278,38 @@ def test_a_turn_draws_who_acts_holds_the_others_and_goes_on_from_its_last_frame(
     assert np.array_equal(ren0.sprite, ren1.sprite) and ren0.x == ren1.x  # Ren did not act
     assert not np.array_equal(after.actors[0].sprite, scene.actors[0].sprite)  # Qiqi keeps her last drawn pose
     assert EDGE * 60 <= after.actors[0].x <= (1 - EDGE) * 60
-    frames2, _ = draw_turn(animator, stage, after, ["Qiqi", "Ren"], s_a, 3, refs)
+    frames2, _ = draw_turn(animator, stage, after, ["Qiqi", "Ren"], s_a, 3, refs, pair=True)
     np.testing.assert_allclose(frames2[0].astype(int), frames[-1].astype(int), atol=1)  # the next turn goes on from it
+
+
+def test_two_who_do_a_verb_of_one_each_do_it_apart_and_a_pair_acts_as_subject_and_partner(monkeypatch):
+    """"Tomo and Yuki dance": each dances alone (the role the animator learned dances in), standing apart as the
+    stage spaces two; "Tomo hugs Yuki": subject and partner, face to face."""
+    assert acts_as_pair(["Tomo", "Yuki"], "hug") and acts_as_pair(["Tomo", "Yuki"], "talk_with")
+    assert not acts_as_pair(["Tomo", "Yuki"], "dance") and not acts_as_pair(["Tomo", "Yuki"], "lie_down")
+    assert not acts_as_pair(["Tomo"], "hug") and not acts_as_pair(["Tomo", "Yuki", "Ren"], "hug")
+    assert acts_as_pair(["Tomo", "Yuki"], None)  # no verb read: two are taken for a pair
+    stage = _stage()
+    apart = start_scene(stage, "meadow", "day", ["Qiqi", "Ren"], stage.sprites, pair=False)
+    close = start_scene(stage, "meadow", "day", ["Qiqi", "Ren"], stage.sprites, pair=True)
+    gap = apart.actors[1].x - apart.actors[0].x
+    assert gap == pytest.approx(0.2 * stage.size[1]) and gap > close.actors[1].x - close.actors[0].x
+    animator = _animator()
+    seen: list[list[int]] = []
+    draw = animator.draw
+
+    def record(*args, **kwargs):
+        seen.append([int(r) for r in args[4]])  # the role tensor
+        return draw(*args, **kwargs)
+
+    monkeypatch.setattr(animator, "draw", record)
+    s_a = torch.zeros(3, animator.config.cond_dim)
+    refs = {n: cutout_canvas(stage.sprites[n], stage.standing * 40) for n in ("Qiqi", "Ren")}
+    _, after = draw_turn(animator, stage, apart, ["Qiqi", "Ren"], s_a, 3, refs, pair=False)
+    assert sorted(sum(seen, [])) == [0, 0]
+    seen.clear()
+    draw_turn(animator, stage, apart, ["Qiqi", "Ren"], s_a, 3, refs, pair=True)
+    assert sorted(sum(seen, [])) == [1, 2]
 
 
 def test_a_game_in_layers_draws_who_acts_goes_on_from_the_last_frame_and_reopens(tmp_path, monkeypatch):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
+from functools import cache
 
 import numpy as np
 import torch
@@ -27,6 +28,7 @@ from safetensors.numpy import save as save_np
 from animegamer.decoder.layers import cutout_canvas, layered_shot
 from animegamer.decoder.sprite_animator import SpriteAnimator, to_unit
 from animegamer.decoder.stage import PlaceView, Sprite, Stage, positions
+from animegamer.world.motion_catalog import load_motions
 from animegamer.world.sprite_tracks import PAIR_START_PX, SPRITE_H, SPRITE_W
 
 EDGE = 0.08  # a character's feet stay this far (a share of the view's width) from the place's ends
@@ -95,12 +97,15 @@ class LayeredScene:
         return cls(place, time, layers, camera)
 
 
-def start_scene(stage: Stage, place: str, time: str, names: list[str], sprites: dict[str, Sprite]) -> LayeredScene:
+def start_scene(stage: Stage, place: str, time: str, names: list[str], sprites: dict[str, Sprite], *,
+                pair: bool) -> LayeredScene:
     """``names`` standing in ``place`` at ``time`` as the stage composes them (the right-hand one of several
-    turned towards the others), but a pair as the world stands one: PAIR_START_PX apart, face to face."""
+    turned towards the others), but two who do a pair action (``pair``: a hug, a talk) as the world stands a
+    pair: PAIR_START_PX apart, face to face. Two who each do a verb of one (both dance) stand apart as the stage
+    spaces them, so that neither hides the other."""
     h, w = stage.size
     camera = (place_width(stage, place, time) - w) / 2  # the middle view: the stage's one-view picture
-    xs = ([w / 2 - PAIR_START_PX / 2, w / 2 + PAIR_START_PX / 2] if len(names) == 2
+    xs = ([w / 2 - PAIR_START_PX / 2, w / 2 + PAIR_START_PX / 2] if len(names) == 2 and pair
           else [x * w for x in positions(len(names))])
     actors = []
     for k, (name, x) in enumerate(zip(names, xs)):
@@ -142,9 +147,22 @@ def scene_frame(stage: Stage, scene: LayeredScene) -> np.ndarray:
                  [np.array([[a.x, ground]]) for a in scene.actors], np.array([scene.camera]))[0]
 
 
-def roles(acting: int) -> list[int]:
-    """The animator's role of each acting character: a pair acts as subject (1) and partner (2), others alone (0)."""
-    return [1, 2] if acting == 2 else [0] * acting
+@cache
+def pair_verbs() -> frozenset[str]:
+    """The verbs two characters do together, as subject and partner (a hug, a talk with)."""
+    return frozenset(key for key, motion in load_motions()[0].items() if motion.pair)
+
+
+def acts_as_pair(acting: list[str], verb: str | None) -> bool:
+    """Whether ``acting`` do ``verb`` as a pair (subject and partner): two of them and a verb of two. Two who do
+    a verb of one (both dance) each do it. ``verb`` None (not read): two are taken for a pair."""
+    return len(acting) == 2 and (verb is None or verb in pair_verbs())
+
+
+def roles(acting: int, pair: bool) -> list[int]:
+    """The animator's role of each acting character: two who do a pair action act as its subject (1) and partner
+    (2); otherwise each acts alone (0), as the world draws every verb of one (two who dance each dance)."""
+    return [1, 2] if acting == 2 and pair else [0] * acting
 
 
 def _canonical_facing(role: int) -> int:
@@ -152,12 +170,13 @@ def _canonical_facing(role: int) -> int:
 
 
 def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, acting: list[str], s_a: torch.Tensor,
-              level: int, references: dict[str, np.ndarray],
-              first: np.ndarray | None = None) -> tuple[np.ndarray, LayeredScene]:
+              level: int, references: dict[str, np.ndarray], first: np.ndarray | None = None, *,
+              pair: bool) -> tuple[np.ndarray, LayeredScene]:
     """uint8 (T, H, W, 3): frame 0 the scene as it stands, frames 1..T-1 with each of ``acting`` drawn by the
     animator from ``s_a`` (N, D) and ``level``, and from its reference cut-out on the canvas, facing right
     (``references``: name -> ``cutout_canvas``); and the scene after the turn. ``first``: ``scene_frame`` of
-    the scene, where the caller composed it already. Where the first of ``acting``
+    the scene, where the caller composed it already. ``pair``: the verb is one of two (a hug, a talk): two
+    acting are blocked and drawn as its subject and partner; otherwise each acts alone. Where the first of ``acting``
     travels, the camera follows it across the place's wide picture (easing it to just behind the view's
     middle, as the world's follow camera keeps a runner); otherwise the camera stays."""
     view = stage.places[(scene.place, scene.time)]
@@ -165,10 +184,10 @@ def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, actin
     ground = view.ground * h
     t = animator.config.frames
     frame0 = scene_frame(stage, scene) if first is None else first  # what the player saw last, before blocking
-    scene = _blocked(scene, acting)
+    scene = _blocked(scene, acting) if pair else scene
     width = place_width(stage, scene.place, scene.time)
     lo, hi = EDGE * w, width - EDGE * w
-    acts = {name: role for name, role in zip(acting, roles(len(acting)))}
+    acts = {name: role for name, role in zip(acting, roles(len(acting), pair))}
     sprites, feet, after = [], [], []
     for actor in scene.actors:
         if actor.name not in acts:

@@ -153,6 +153,8 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
                                           "config": dec.anchors.config.to_dict()}}
                              if built else {}),
                           **({"stage": stage_summary(dec.stage)} if dec.stage is not None else {}),
+                          **({"sprite_animator": {"from": str(sprites), "parameters": sum(
+                              p.numel() for p in dec.animator.parameters())}} if sprites is not None else {}),
                           **({"cast": cast} if cast else {}),
                           **({"motion": {"from": str(motion), "smooth": dec.motion.smooth,
                                          "max_scale": dec.motion.max_scale, "rank": dec.motion.rank}}

@@ -47,7 +47,7 @@ import torch
 from animegamer.core.devices import check_precision, cpu_kind, default_precision, resolve_device
 from animegamer.core.video_io import save_mp4
 from animegamer.decoder.anchors import Anchor, named_characters
-from animegamer.decoder.layered import LayeredScene, draw_turn, scene_frame, start_scene
+from animegamer.decoder.layered import LayeredScene, acts_as_pair, draw_turn, scene_frame, start_scene
 from animegamer.decoder.layers import cutout_canvas
 from animegamer.decoder.pipeline import ShotDecoder
 from animegamer.decoder.stage import Sprite
@@ -456,14 +456,16 @@ class Game:
             where = ("meadow", "day") if stage.has("meadow", "day") else next(iter(stage.places))
         staged = (scene is None or (scene.place, scene.time) != where or not set(named) <= set(scene.names())
                   or not stage.has(scene.place, scene.time))
+        pair = acts_as_pair(named, anchor.verb if anchor is not None else None)  # the verb the anchors read
         if staged:
-            scene = start_scene(stage, *where, named, {c: self._sprite(c) for c in named})
+            scene = start_scene(stage, *where, named, {c: self._sprite(c) for c in named}, pair=pair)
         h, w = self.decoder.frame_size
         first = scene_frame(stage, scene)
         seen = first if first.shape[:2] == (h, w) else cv2.resize(first, (w, h), interpolation=cv2.INTER_AREA)
         drawn = self.decoder.draw_from_frame(s_a, seen)  # s_a's visual part: the frame it starts from, as in training
         references = {c: cutout_canvas(self._sprite(c), stage.standing * stage.size[0]) for c in named}
-        frames, after = draw_turn(self.decoder.animator, stage, scene, named, drawn, level, references, first)
+        frames, after = draw_turn(self.decoder.animator, stage, scene, named, drawn, level, references, first,
+                                  pair=pair)
         if frames.shape[1:3] != (h, w):
             frames = np.stack([cv2.resize(f, (w, h), interpolation=cv2.INTER_AREA) for f in frames])
         return frames, after, drawn, staged

@@ -55,7 +55,10 @@ class ActionParts:
         self.encoder.load_state_dict(sd)
         self.device = torch.device(device)
         self.encoder.to(self.device).eval().requires_grad_(False)
-        self.reference = LatentReference(ShotAutoencoder.from_pretrained(d / "autoencoder", device=self.device))
+        autoencoder = ShotAutoencoder.from_pretrained(d / "autoencoder", device=self.device)
+        # the patch side that made this decoder's f_v follows from E_a's visual width (ShotDecoder.latent_reference)
+        patch = round((cfg["d_visual_in"] / autoencoder.cfg.latent_channels) ** 0.5)
+        self.reference = LatentReference(autoencoder, patch)
         self.table: dict[str, torch.Tensor] = {}
         self.table_file = Path(text_table) if text_table and save_new else None
         if text_table is not None and Path(text_table).is_file():
