@@ -28,7 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "recipe": ("animegamer.recipes.cli", "rebuild a whole model (data, every phase, pack, evaluation) from a recipe"),
     "eval": ("animegamer.evaluation.cli", "play held-out world sessions through the game and grade them"),
     "eval-decoder": ("animegamer.evaluation.cli", "decode the TRUE s_a of held-out shots and grade them"),
-    "eval-drawn": ("animegamer.evaluation.cli", "decoders drawn from the TRUE first frame, s_a and level, paired"),
+    "eval-drawn": ("animegamer.evaluation.cli", "the sprite animator from held-out TRUE first frames, s_a and level, paired"),
     "eval-cast": ("animegamer.evaluation.cli", "characters asked together in a place: all on screen, there? (paired)"),
     "eval-engine": ("animegamer.evaluation.cli", "the engine's held-out report (level, deltas, s_a, history)"),
     "calibrate-levels": ("animegamer.evaluation.cli", "calibrate the sampler's per-level noise prior / motion scale"),

@@ -2,6 +2,8 @@
 place, the network's start as a copy, learning a pose change, the run on disk, and `train sprites` on a world."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -29,6 +31,7 @@ from animegamer.decoder.sprite_animator import (
 from animegamer.decoder.pipeline import SPRITES_DIR, ShotDecoder
 from animegamer.decoder.stage import PlaceView, Sprite, Stage
 from animegamer.engine.model import save_engine
+from animegamer.evaluation.drawn_shots import SYSTEMS
 from animegamer.game.pack import pack_model
 from animegamer.game.session import Game
 from animegamer.world.dataset import RenderConfig, WorldDataset, render_dataset
@@ -228,6 +231,19 @@ def test_train_sprites_on_a_world_and_resume(tmp_path):
     model = SpriteAnimator.from_pretrained(tmp_path / "run")
     assert (model.config.height, model.config.width, model.config.frames) == (SPRITE_H, SPRITE_W, 17)
     assert cli_main(args + ["--resume", "--steps", "6"]) == 0
+    # eval-drawn grades it from the world's true first frames on the shipped model's stage, against its ceiling
+    # (the true sprites layered) and its floor (the cut-outs held still); a checkpoint is graded with its EMA weights
+    checkpoint = sorted((tmp_path / "run" / "checkpoints").glob("step_*"))[-1]
+    assert cli_main(["eval-drawn", "--sprites", str(checkpoint), "--data", str(world), "--n", "2",
+                     "--out", str(tmp_path / "drawn.json"), "--sheet", str(tmp_path / "drawn.png"), "--keep", "1",
+                     "--no-progress"]) == 0
+    report = json.loads((tmp_path / "drawn.json").read_text())
+    assert report["shots"] == 2 and set(report["systems"]) == set(SYSTEMS)
+    assert all(len(report["per_shot"][k]) == 2 for k in SYSTEMS)
+    assert report["systems"]["still"]["new_content"]["mean"] == 0.0  # a picture held still has nothing new
+    assert report["systems"]["truth"]["level"]["mean"] == 1.0  # the truth reads its own level
+    assert set(report["paired_vs_still"]) == set(SYSTEMS) - {"still", "truth"}
+    assert (tmp_path / "drawn.png").stat().st_size > 1000
 
 
 def _stage(h: int = 40, w: int = 60) -> Stage:

@@ -14,12 +14,6 @@ directory:
     anchors/                       optional: the visual anchors (decoder/anchors.py) the game draws from
     motion/                        optional: the motion network (decoder/flow_motion.py) that moves a
                                    shot's real picture
-    framenet/                      optional: FrameNet (decoder/frame_net.py), which draws every frame of a
-                                   shot after its first; where present it draws every shot that has a first
-                                   frame (an anchor's picture, or the last frame shown when the scene continues)
-    flowpaint/                     optional, instead of framenet/: FlowPaint (decoder/flow_paint.py), which
-                                   draws every frame after the first as the first moved along the per-pixel
-                                   flow it draws plus the change it paints
     stage/                         optional: place pictures and the cast's cut-outs (decoder/stage.py) from
                                    which the game composes a first frame no stored shot shows
     sprite_animator/               optional: the sprite animator (decoder/sprite_animator.py); with a stage,
@@ -44,7 +38,6 @@ from animegamer.core.checkpoint import (
     atomic_dir,
     load_json,
     load_safetensors,
-    run_dir,
     save_json_atomic,
     save_safetensors_atomic,
     state_dict_to_dtype,
@@ -53,9 +46,6 @@ from animegamer.core.runs import DECODER_CONFIG, DECODER_WEIGHTS
 from animegamer.decoder.anchors import Anchor, VisualAnchors, frame_tokens
 from animegamer.decoder.diffusion import DiffusionConfig
 from animegamer.decoder.flow_motion import FlowCodec, FlowMotion, warp_picture
-from animegamer.decoder.flow_paint import FORMAT as FLOWPAINT_FORMAT
-from animegamer.decoder.flow_paint import FlowPaint
-from animegamer.decoder.frame_diffusion import FrameDenoiser
 from animegamer.decoder.motion_control import control_motion, steer
 from animegamer.decoder.network import DecoderConfig, DecoderNet
 from animegamer.decoder.sampler import SamplerConfig, sample
@@ -71,16 +61,6 @@ WEIGHTS_NAME = DECODER_WEIGHTS
 AUTOENCODER_DIR = "autoencoder"
 ANCHORS_DIR = "anchors"
 MOTION_DIR = "motion"
-FRAMENET_DIR = "framenet"
-FLOWPAINT_DIR = "flowpaint"
-FrameDrawer = FrameDenoiser | FlowPaint  # a network that draws every frame of a shot after the first
-
-
-def load_frame_drawer(path: str | Path) -> FrameDrawer:
-    """A `train framenet` or `train flowpaint` run (or its final/, or a packed decoder's folder of either)."""
-    d = run_dir(path, "FrameNet or FlowPaint run")
-    kind = load_json(d / "config.json").get("model_config", {}).get("format")
-    return FlowPaint.from_pretrained(d) if kind == FLOWPAINT_FORMAT else FrameDenoiser.from_pretrained(d)
 STAGE_DIR = "stage"
 SPRITES_DIR = "sprite_animator"
 
@@ -96,22 +76,11 @@ def frames_from_uint8(frames: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(frames)).movedim(-1, -3).float().div(127.5).sub(1.0)
 
 
-@torch.no_grad()
-def draw_with(drawer: FrameDrawer, sources: list[np.ndarray], s_a: torch.Tensor, levels: torch.Tensor,
-              generator: torch.Generator | None = None) -> np.ndarray:
-    """Each shot's first frame (uint8 H x W x 3), s_a (B, N, D), levels (B,) -> uint8 (B, T, H, W, 3): the first
-    frame as given, every later frame the drawer's (FrameNet with its own sampler settings, or FlowPaint)."""
-    dev = next(drawer.parameters()).device
-    first = torch.stack([frames_from_uint8(x) for x in sources]).to(dev)  # (B, 3, H, W)
-    rest = drawer.draw(first, s_a.to(dev, torch.float32), levels.to(dev), generator)
-    return np.concatenate([np.stack(sources)[:, None], frames_to_uint8(rest)], axis=1)
-
-
 class ShotDecoder(nn.Module):
     def __init__(self, net: DecoderNet, autoencoder: nn.Module, diffusion: DiffusionConfig | None = None,
                  sampler: SamplerConfig | None = None, anchors: VisualAnchors | None = None,
-                 motion: FlowMotion | None = None, framenet: FrameDrawer | None = None,
-                 stage: Stage | None = None, animator: SpriteAnimator | None = None) -> None:
+                 motion: FlowMotion | None = None, stage: Stage | None = None,
+                 animator: SpriteAnimator | None = None) -> None:
         super().__init__()
         self.net = net
         self.autoencoder = autoencoder
@@ -119,7 +88,6 @@ class ShotDecoder(nn.Module):
         self.sampler = sampler or SamplerConfig()
         self.anchors = anchors
         self.motion = motion
-        self.framenet = framenet
         self.stage = stage
         self.animator = animator
         self.eval()
@@ -129,12 +97,6 @@ class ShotDecoder(nn.Module):
         """Whether the game draws its shots in layers: the sprite animator draws the characters, the stage holds
         the places and the cut-outs they start from (decoder/layered.py)."""
         return self.animator is not None and self.stage is not None
-
-    @property
-    def draws_frames(self) -> bool:
-        """Whether a shot with a first frame is drawn by a frame drawer (FrameNet or FlowPaint: every frame after
-        the first is its output)."""
-        return self.framenet is not None
 
     @property
     def moves_pictures(self) -> bool:
@@ -211,9 +173,6 @@ class ShotDecoder(nn.Module):
         if single:
             s_a = s_a.unsqueeze(0)  # (1, N, D)
         sources = [source] if single else source
-        if self.draws_frames and sources is not None and all(x is not None for x in sources):
-            frames = self.draw_frames(s_a, motion_level, generator, sources)
-            return frames[0] if single else frames
         moved = [self.moves_pictures and sources is not None and sources[i] is not None for i in range(len(s_a))]
         if not any(moved):
             latents = self.sample_latents(s_a, motion_level, generator, steps, guidance, autocast)
@@ -231,16 +190,6 @@ class ShotDecoder(nn.Module):
             frames[rest] = self.decode_shots(latents, lv, autocast, None if sources is None else
                                              [sources[i] for i in rest])
         return frames[0] if single else frames
-
-    @torch.no_grad()
-    def draw_frames(self, s_a: torch.Tensor, motion_level: int | torch.Tensor | None,
-                    generator: torch.Generator | None, sources: list[np.ndarray]) -> np.ndarray:
-        """The frame drawer: s_a (B, N, D) and each shot's first frame (uint8 H x W x 3) -> uint8 (B, T, H, W, 3):
-        the first frame as given, every later frame the network's (decoder/frame_diffusion.py, decoder/flow_paint.py)."""
-        levels = self._motion(motion_level, s_a.shape[0])
-        if levels is None:
-            raise ValueError("the frame drawer draws for a motion level: this decoder has none")
-        return draw_with(self.framenet, sources, s_a, levels, generator)
 
     @torch.no_grad()
     def move_pictures(self, s_a: torch.Tensor, motion_level: int | torch.Tensor | None,
@@ -370,9 +319,6 @@ class ShotDecoder(nn.Module):
                 self.anchors.save_pretrained(tmp / ANCHORS_DIR)
             if self.motion is not None:
                 self.motion.save_pretrained(tmp / MOTION_DIR, dtype=dtype, base=self.net)
-            if self.framenet is not None:
-                self.framenet.save_pretrained(tmp / (FLOWPAINT_DIR if isinstance(self.framenet, FlowPaint)
-                                                     else FRAMENET_DIR), dtype=dtype)
             if self.stage is not None:
                 self.stage.save_pretrained(tmp / STAGE_DIR)
             if self.animator is not None:
@@ -399,13 +345,11 @@ class ShotDecoder(nn.Module):
         anchors = VisualAnchors.from_pretrained(directory / ANCHORS_DIR) if (directory / ANCHORS_DIR).is_dir() else None
         motion = (FlowMotion.from_pretrained(directory / MOTION_DIR, net)
                   if (directory / MOTION_DIR).is_dir() else None)
-        framenet = next((load_frame_drawer(directory / d) for d in (FLOWPAINT_DIR, FRAMENET_DIR)
-                         if (directory / d).is_dir()), None)
         stage = Stage.from_pretrained(directory / STAGE_DIR) if (directory / STAGE_DIR).is_dir() else None
         animator = (SpriteAnimator.from_pretrained(directory / SPRITES_DIR)
                     if (directory / SPRITES_DIR).is_dir() else None)
         return cls(net, ae, DiffusionConfig.from_dict(meta["diffusion"]), SamplerConfig.from_dict(meta["sampler"]),
-                   anchors, motion, framenet, stage, animator).to(device)
+                   anchors, motion, stage, animator).to(device)
 
 
 # version 1 kept the sampler's settings in the diffusion config, under these names

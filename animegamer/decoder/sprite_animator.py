@@ -10,7 +10,7 @@ so a flow target cannot teach a limb either. On an 80 x 80 canvas centred on the
 always at the same place and scale, and the pose change is a large share of what is drawn. The game's stage
 already knows each character's cut-out and where its feet stand, so play has the layers this needs.
 
-One frame a forward, as FlowPaint: the frame's index (1..16), the motion level, the character's role (alone, the
+One frame a forward: the frame's index (1..16), the motion level, the character's role (alone, the
 subject of a pair action, its partner) and the input's noise-augmentation level in the embedding, s_a in
 cross-attention at the coarse levels and its mean token in the embedding. The input sprite is given in place
 (premultiplied RGBA). Per frame the network draws a per-pixel flow, a painted sprite and a mask between them:
@@ -33,8 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from animegamer.core.checkpoint import load_json, load_safetensors, run_dir, save_model_dir
-from animegamer.decoder.flow_paint import Stage, warp
-from animegamer.decoder.frame_net import fourier, norm
+from animegamer.decoder.unet_blocks import UNetLevel, fourier, norm, warp
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -143,15 +142,15 @@ class SpriteAnimatorNet(nn.Module):
         self.down, self.downsample, self.up, self.up_conv = (nn.ModuleList() for _ in range(4))
         c_prev = c0
         for i, c in enumerate(cfg.channels):
-            self.down.append(Stage(c_prev, c, cfg, i >= cfg.attention_from, cfg.blocks))
+            self.down.append(UNetLevel(c_prev, c, cfg, i >= cfg.attention_from, cfg.blocks))
             last = i == len(cfg.channels) - 1
             self.downsample.append(nn.Identity() if last else nn.Conv2d(c, c, 3, stride=2, padding=1))
             c_prev = c
-        self.mid = Stage(c_prev, c_prev, cfg, True, 1)
+        self.mid = UNetLevel(c_prev, c_prev, cfg, True, 1)
         for i in reversed(range(len(cfg.channels))):
             c = cfg.channels[i]
             self.up_conv.append(nn.Conv2d(c_prev, c_prev, 3, padding=1))
-            self.up.append(Stage(c_prev + c, c, cfg, i >= cfg.attention_from, cfg.blocks))
+            self.up.append(UNetLevel(c_prev + c, c, cfg, i >= cfg.attention_from, cfg.blocks))
             c_prev = c
         self.offset = nn.Linear(cfg.channels[-1], 2)  # the feet's move, from the coarsest features
         nn.init.zeros_(self.offset.weight)

@@ -53,9 +53,6 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
     pk.add_argument("--motion-rank", type=int, default=None, metavar="R",
                     help="with a motion network: store it as its difference from the picture decoder truncated to rank "
                          "R (an SVD, as LoRA factors; default: as the run stored it, whole)")
-    pk.add_argument("--framenet", default=None, metavar="RUN",
-                    help="a `train framenet` or `train flowpaint` run: it draws every frame after the first of each shot that has one "
-                         "(a scene that goes on starts from the last frame shown)")
     pk.add_argument("--sprites", default=None, metavar="RUN",
                     help="a `train sprites` run: every shot is drawn in layers on the stage, each character who acts "
                          "drawn by its sprite animator (decoder/layered.py)")
@@ -97,7 +94,7 @@ def _pack(args: argparse.Namespace) -> int:
                          anchors_per_action=args.anchors_per_action, anchor_frame_quality=args.anchors_frame_quality,
                          motion=args.motion_net, motion_smooth=args.motion_smooth,
                          motion_max_scale=args.motion_max_scale, motion_rank=args.motion_rank,
-                         framenet=args.framenet, sprites=args.sprites)
+                         sprites=args.sprites)
     except (ValueError, FileNotFoundError) as e:
         raise SystemExit(f"model pack: {e}") from None
     print(f"model written to {out} ({model_bytes(out) / 1e6:.1f} MB)")

@@ -25,7 +25,7 @@ from animegamer.core.checkpoint import atomic_dir, load_safetensors, save_json_a
 from animegamer.core.runs import ENGINE_WEIGHTS, resolve_decoder, resolve_engine, resolve_motion
 from animegamer.decoder.anchors import AnchorConfig, VisualAnchors
 from animegamer.decoder.flow_motion import FlowMotion
-from animegamer.decoder.pipeline import STAGE_DIR, ShotDecoder, load_frame_drawer
+from animegamer.decoder.pipeline import STAGE_DIR, ShotDecoder
 from animegamer.decoder.sprite_animator import SpriteAnimator
 from animegamer.decoder.stage import PlaceView, Sprite, Stage
 from animegamer.engine.model import load_engine, save_engine
@@ -51,7 +51,7 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
                anchors_per_action: int | None = None, anchor_frame_quality: int | None = None,
                motion: str | Path | None = None, motion_smooth: float | None = None,
                motion_max_scale: float | None = None, motion_rank: int | None = None,
-               framenet: str | Path | None = None, sprites: str | Path | None = None) -> Path:
+               sprites: str | Path | None = None) -> Path:
     """Copy the engine and shot decoder of two runs into one model directory (see module doc).
 
     ``sampler``: SamplerConfig fields that replace the ones stored with the decoder (the game's
@@ -104,13 +104,6 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
         dec.motion = FlowMotion(m.net, m.diffusion, m.sampler, m.smooth if motion_smooth is None else motion_smooth,
                                 m.max_scale if motion_max_scale is None else motion_max_scale,
                                 m.rank if motion_rank is None else motion_rank)
-    if framenet is not None:  # FrameNet or FlowPaint draws every shot with a first frame
-        dec.framenet = load_frame_drawer(framenet)
-        fn = dec.framenet.net.config
-        if (fn.height, fn.width, fn.cond_dim) != (*dec.frame_size, dec.config.d_cond):
-            raise ValueError(f"{framenet} draws {fn.height}x{fn.width} frames from s_a {fn.cond_dim} wide, but the "
-                             f"decoder's frames are {dec.frame_size[0]}x{dec.frame_size[1]} and its s_a "
-                             f"{dec.config.d_cond} wide")
     if sprites is not None:  # the sprite animator draws every shot in layers on the world's stage
         dec.animator = SpriteAnimator.from_pretrained(sprites)
         if dec.animator.config.cond_dim != dec.config.d_cond:

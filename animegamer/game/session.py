@@ -243,9 +243,6 @@ class GameSession:
             own = anchor is not None and anchor.source == "composed"
             remembered = drawn if own or (anchors and anchors.config.history == "drawn") else pred.s_a
             source = anchor.frame if anchor else None
-            if game.decoder.draws_frames and anchor is not None and anchor.source == "continued" and shown is not None:
-                source = shown()[-1]  # the scene goes on from the last frame the player saw, not a stored picture
-                drawn = game.decoder.draw_from_frame(pred.s_a, source)  # s_a's visual part: that frame's, as in training
             level = pred.motion_level if pred.decoder_level is None else pred.decoder_level
             layers = None
             if game.decoder.draws_layers:  # every pixel of a character after frame 0 is the sprite animator's

@@ -4,7 +4,7 @@ feet (decoder/sprite_animator.py).
     animegamer train sprites --data WORLD_DIR --out DIR [--limit N] [--resume] [--max-seconds S]
     animegamer train sprites --render-sessions 3000 --render-seed 1000 --out DIR   # no dataset on disk
 
-Each train shot gives its s_a (the shipped E_a on its TRUE first frame, frozen: ``training/framenet_data.py``)
+Each train shot gives its s_a (the shipped E_a on its TRUE first frame, frozen: ``training/action_parts.py``)
 and its motion level; the world re-plans the shot from its seed and draws each of its characters alone, frame
 by frame (``world/sprite_tracks.py``, ~50 ms a shot): the sprite's target. ``--resume`` continues a stopped run;
 ``OUT/final/`` holds ``config.json`` and ``model.safetensors`` (EMA weights), loadable by
@@ -34,9 +34,15 @@ from animegamer.decoder.sprite_animator import (
     sprite_animator_preset,
 )
 from animegamer.training.arguments import add_train_arguments, train_config_from_args
-from animegamer.training.framenet_data import TEXT_TABLE, ActionParts, add_shot_arguments, compute_s_a, train_shots
+from animegamer.training.action_parts import (
+    SHIPPED,
+    TEXT_TABLE,
+    ActionParts,
+    add_shot_arguments,
+    compute_s_a,
+    train_shots,
+)
 from animegamer.training.loop import TrainConfig, train
-from animegamer.training.phase_framenet import SHIPPED
 from animegamer.world.sprite_tracks import SpriteTrack, row_tracks, session_lengths
 
 PRESETS: dict[str, TrainConfig] = {

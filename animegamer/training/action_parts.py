@@ -1,8 +1,8 @@
-"""What FrameNet trains on: true shots with their s_a and motion level, held in memory.
+"""What the sprite animator trains on: true shots with their s_a and motion level, held in memory.
 
 s_a is the shipped representation: E_a (frozen, from a ShotDecoder directory) of the shot's motion
-text (MiniLM token states) and of its first frame (the autoencoder latent in 4 x 4 patches). Keeping
-E_a frozen keeps FrameNet in the s_a space the engine was trained to predict, so the engine needs no
+text (MiniLM token states) and of its first frame (the autoencoder latent in patches). Keeping
+E_a frozen keeps the animator in the s_a space the engine was trained to predict, so the engine needs no
 retraining. E_a's text stream depends on the motion text alone, and the world has a few hundred
 motion texts, so its outputs are kept in a small table (``TEXT_TABLE``): a machine without MiniLM (a
 lent GPU with nothing installed) still computes s_a from it.
@@ -34,6 +34,7 @@ from animegamer.world.flow import MotionQuantizer, flow_magnitude
 from animegamer.world.shot import render_session
 
 TEXT_TABLE = "s_a_text.safetensors"
+SHIPPED = Path(__file__).resolve().parent.parent / "weights" / "default"  # the shipped model (its E_a)
 
 
 class ActionParts:
@@ -167,25 +168,3 @@ def compute_s_a(parts: ActionParts, shots: ShotTensors, batch: int = 256, progre
         first = shots.frames[i:i + batch, 0].to(parts.device).permute(0, 3, 1, 2).float() / 127.5 - 1
         out.append(parts.encode(first, shots.texts[i:i + batch]).half().cpu())
     return torch.cat(out)
-
-
-class FrameShots(torch.utils.data.Dataset):
-    """One item per shot: uint8 frames, s_a, level (collated to float frames by ``collate``)."""
-
-    def __init__(self, shots: ShotTensors, s_a: torch.Tensor) -> None:
-        if len(s_a) != len(shots.texts):
-            raise ValueError(f"{len(s_a)} s_a for {len(shots.texts)} shots")
-        self.frames, self.s_a, self.levels = shots.frames, s_a, shots.levels
-
-    def __len__(self) -> int:
-        return len(self.levels)
-
-    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        return {"frames": self.frames[i], "s_a": self.s_a[i], "motion_level": self.levels[i]}
-
-
-def collate(items: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    # frames stay uint8 (B, T, H, W, 3) and s_a fp16 until the training device (FrameDenoiser.forward)
-    return {"frames": torch.stack([it["frames"] for it in items]),
-            "s_a": torch.stack([it["s_a"] for it in items]),
-            "motion_level": torch.stack([it["motion_level"] for it in items]).long()}
