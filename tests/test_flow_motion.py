@@ -11,12 +11,13 @@ import pytest
 import torch
 from tiny_game import tiny_models
 
+from animegamer.cli import main as cli_main
 from animegamer.decoder.diffusion import Denoiser, DiffusionConfig, collate_decoder
 from animegamer.decoder.flow_motion import FlowCodec, FlowMotion, flows_to_first, warp_picture
 from animegamer.decoder.pipeline import ShotDecoder
 from animegamer.decoder.sampler import SamplerConfig, add_sampler_arguments, sampler_overrides
 from animegamer.engine.model import save_engine
-from animegamer.game.pack import pack_model
+from animegamer.game.pack import MotionPacking, pack_model
 from animegamer.game.session import Game
 from animegamer.training.phase_motion import MotionTrainModule, flow_std
 
@@ -178,10 +179,11 @@ def test_pack_a_motion_network_and_play_it(tmp_path):
     with pytest.raises(ValueError, match="needs a motion network"):
         pack_model(tmp_path / "run", tmp_path / "run", tmp_path / "bad", sampler={"flow_motion": True})
     assert not (tmp_path / "bad").exists()
-    with pytest.raises(ValueError, match="pass --motion-net"):
-        pack_model(tmp_path / "run", tmp_path / "run", tmp_path / "bad", motion_smooth=2.0)
-    out = pack_model(tmp_path / "run", tmp_path / "run", tmp_path / "model", motion=tmp_path / "m", motion_smooth=2.0,
-                     motion_max_scale=3.0, motion_rank=2)
+    with pytest.raises(SystemExit, match="pass --motion-net"):
+        cli_main(["model", "pack", "--engine", str(tmp_path / "run"), "--decoder", str(tmp_path / "run"),
+                  "--out", str(tmp_path / "bad"), "--motion-smooth", "2"])
+    out = pack_model(tmp_path / "run", tmp_path / "run", tmp_path / "model",
+                     motion=MotionPacking(tmp_path / "m", smooth=2.0, max_scale=3.0, rank=2))
     game = Game.load(out, store=tmp_path / "saves", cast=CAST)
     assert game.decoder.moves_pictures
     assert (game.decoder.motion.smooth, game.decoder.motion.max_scale, game.decoder.motion.rank) == (2.0, 3.0, 2)

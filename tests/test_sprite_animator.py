@@ -32,7 +32,7 @@ from animegamer.decoder.pipeline import SPRITES_DIR, ShotDecoder
 from animegamer.decoder.stage import PlaceView, Sprite, Stage
 from animegamer.engine.model import save_engine
 from animegamer.evaluation.drawn_shots import SYSTEMS
-from animegamer.game.pack import pack_model
+from animegamer.game.pack import MotionPacking, pack_model
 from animegamer.game.session import Game
 from animegamer.world.dataset import RenderConfig, WorldDataset, render_dataset
 from animegamer.world.sessions import plan_session
@@ -436,7 +436,8 @@ def test_pack_the_animator_draws_the_stage_wide_and_leaves_out_what_layers_super
     with pytest.raises(ValueError, match="s_a 8 wide"):
         pack_model(tmp_path / "run", tmp_path / "run", tmp_path / "bad", sprites=tmp_path / "wrong")
     with pytest.raises(ValueError, match="would never be used"):
-        pack_model(tmp_path / "run", tmp_path / "run", tmp_path / "bad", sprites=tmp_path / "sprites", motion=tmp_path)
+        pack_model(tmp_path / "run", tmp_path / "run", tmp_path / "bad", sprites=tmp_path / "sprites",
+                   motion=MotionPacking(tmp_path))
     assert not (tmp_path / "bad").exists()
     out = pack_model(tmp_path / "run", tmp_path / "run", tmp_path / "model", sprites=tmp_path / "sprites")
     dec2 = ShotDecoder.from_pretrained(out / "shot_decoder")

@@ -12,6 +12,7 @@ from animegamer.world.instructions import (
     Action,
     InstructionError,
     motion_text,
+    pair_verb_said,
     paraphrase,
     parse_structured,
     render_instruction,
@@ -247,3 +248,19 @@ def test_render_instruction_styles():
     assert tid in template_ids("heldout")
     with pytest.raises(ValueError):
         render_instruction(a, rng, style_probs={"json": 1.0})
+
+
+def test_a_verb_of_two_is_found_in_every_wording_the_world_gives_it():
+    """The game makes two named characters a pair (subject and partner) when the instruction says a verb of two:
+    every rendered instruction of a pair action says its verb; two who do a verb of one are not a pair."""
+    rng = np.random.default_rng(0)
+    for verb in ("talk_with", "hug", "chase", "play_with"):
+        for split in ("train", "heldout"):
+            for _ in range(12):
+                text, _ = render_instruction(Action(("Qiqi", "Ren"), verb, "happily", "meadow", "day"), rng,
+                                             split=split)
+                assert pair_verb_said(text) == verb, text
+    for text in ("Tomo and Yuki lie down.", "Dance on the grassy hillside in the evening, Yuki and Hana!",
+                 "Yuki and Ren sprint on the sand at dusk.", "Character: Qiqi, Ren; Motion: quickly run; "
+                 "Background: day town."):
+        assert pair_verb_said(text) is None, text

@@ -54,11 +54,10 @@ from animegamer.world.preview import BG, save_png, shot_strip, stack_strips
 
 
 def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, evaluator, n: int = 32,
-                     seed: int = 0, progress: bool = True, steps: int | None = None,
-                     guidance: float | None = None, keep: int = 0) -> dict[str, Any]:
-    """Grade ``n`` cached held-out shots decoded from their true s_a (see module doc). ``steps`` /
-    ``guidance`` override the sampler settings stored with the decoder. The first ``keep`` decoded
-    shots are returned under "_shots" as (row, decoded uint8 frames) for a contact sheet."""
+                     seed: int = 0, progress: bool = True, keep: int = 0) -> dict[str, Any]:
+    """Grade ``n`` cached held-out shots decoded from their true s_a (see module doc), with the sampler settings
+    the decoder holds. The first ``keep`` decoded shots are returned under "_shots" as (row, decoded uint8
+    frames) for a contact sheet."""
 
     quant = MotionQuantizer.load()
     n = min(n, len(cache))
@@ -83,18 +82,16 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
         true = frames_of(row)
         wrong_level = (level + 1) % 5 + 1
         if decoder.moves_pictures:  # flow motion: the first frame moved along drawn flows, no latents
-            gen, wrong = (decoder(s_a, lv, torch.Generator().manual_seed(seed + i), steps, guidance, source=true[0])
+            gen, wrong = (decoder(s_a, lv, torch.Generator().manual_seed(seed + i), source=true[0])
                           for lv in (level, wrong_level))
             errors = None
         else:
             # the picture s_a's visual part is (its first frame): with source detail the shot starts from it
             source = [true[0]] if decoder.sampler.source_detail else None
-            latents = decoder.sample_latents(s_a[None], level, torch.Generator().manual_seed(seed + i), steps,
-                                             guidance)
+            latents = decoder.sample_latents(s_a[None], level, torch.Generator().manual_seed(seed + i))
             gen = decoder.decode_shots(latents, level, sources=source)[0]  # exactly decoder(s_a, level, ..., source)
             errors = latent_errors(decoder, latents[0], item["latents"])
-            wrong_latents = decoder.sample_latents(s_a[None], wrong_level, torch.Generator().manual_seed(seed + i),
-                                                   steps, guidance)
+            wrong_latents = decoder.sample_latents(s_a[None], wrong_level, torch.Generator().manual_seed(seed + i))
             wrong = decoder.decode_shots(wrong_latents, wrong_level, sources=source)[0]
         if errors is not None:
             out["latent_rms"].append(errors[0])
@@ -134,8 +131,7 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
                 if p.attribute in ("character", "place"):
                     out[p.attribute].append(float(evaluator.answer(shot, p) == p.answer))
                     by_level[level][p.attribute].append(out[p.attribute][-1])
-    return {"shots": n, "steps": steps or decoder.sampler.steps,
-            "guidance": guidance if guidance is not None else decoder.sampler.guidance,
+    return {"shots": n, "steps": decoder.sampler.steps, "guidance": decoder.sampler.guidance,
             "decoded_level_counts": decoded_levels, "level_confusion": confusion,
             **{k: (float(np.mean(v)) if v else None) for k, v in out.items()},
             "latent_motion_by_level": {str(lv): {k: (float(np.mean(v)) if v else None) for k, v in m.items()}

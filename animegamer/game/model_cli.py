@@ -8,7 +8,7 @@ from pathlib import Path
 
 from animegamer.core.runs import resolve_autoencoder
 from animegamer.decoder.sampler import add_sampler_arguments, sampler_overrides
-from animegamer.game.pack import add_stage, model_bytes, pack_model
+from animegamer.game.pack import AnchorPacking, MotionPacking, add_stage, model_bytes, pack_model
 
 
 def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = None) -> None:
@@ -86,15 +86,18 @@ def _pack(args: argparse.Namespace) -> int:
     if args.anchors and args.no_anchors:
         raise SystemExit("model pack: --anchors and --no-anchors exclude each other")
     try:
+        anchors = False if args.no_anchors else AnchorPacking(
+            args.anchors, args.anchor_limit, args.anchors_per_scene, args.anchors_per_action,
+            args.anchors_frame_quality, args.text_encoder, args.anchors_by_action == "on",
+            args.anchors_repose == "on") if args.anchors else None
+        if args.motion_net is None and any(x is not None for x in (args.motion_smooth, args.motion_max_scale,
+                                                                    args.motion_rank)):
+            raise ValueError("--motion-smooth / --motion-max-scale / --motion-rank set a motion network's settings: "
+                             "pass --motion-net RUN")
+        motion = MotionPacking(args.motion_net, args.motion_smooth, args.motion_max_scale,
+                               args.motion_rank) if args.motion_net else None
         out = pack_model(args.engine, args.decoder, args.out, fp16=not args.fp32, provenance=prov, sampler=sampler,
-                         autoencoder=autoencoder, anchors=False if args.no_anchors else args.anchors,
-                         anchor_limit=args.anchor_limit, anchors_per_scene=args.anchors_per_scene,
-                         text_encoder=args.text_encoder, anchors_by_action=args.anchors_by_action == "on",
-                         anchors_repose=args.anchors_repose == "on",
-                         anchors_per_action=args.anchors_per_action, anchor_frame_quality=args.anchors_frame_quality,
-                         motion=args.motion_net, motion_smooth=args.motion_smooth,
-                         motion_max_scale=args.motion_max_scale, motion_rank=args.motion_rank,
-                         sprites=args.sprites)
+                         autoencoder=autoencoder, anchors=anchors, motion=motion, sprites=args.sprites)
     except (ValueError, FileNotFoundError) as e:
         raise SystemExit(f"model pack: {e}") from None
     print(f"model written to {out} ({model_bytes(out) / 1e6:.1f} MB)")

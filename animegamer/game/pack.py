@@ -17,7 +17,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -42,33 +42,50 @@ def _metrics(run_dir: Path) -> dict[str, Any]:
     return {}
 
 
+@dataclasses.dataclass(frozen=True)
+class AnchorPacking:
+    """Visual anchors built at pack time (decoder/anchors.py): ``worlds`` are world datasets whose train shots'
+    first frames become the anchors, at most ``limit`` in all, ``per_scene`` of each (characters, place, time)
+    and ``per_action`` of each (characters, place, time, verb), their pictures stored at ``frame_quality``
+    (None: lossless), with the motions they show encoded by ``text_encoder`` (the decoder's; None: the bundled
+    MiniLM) so that the game can choose them for the action (``by_action``, ``repose``: AnchorConfig)."""
+
+    worlds: str | Path | Sequence[str | Path]
+    limit: int | None = None
+    per_scene: int | None = None
+    per_action: int | None = None
+    frame_quality: int | None = None
+    text_encoder: str | Path | None = None
+    by_action: bool = True
+    repose: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class MotionPacking:
+    """A `train motion` run (or its motion/ dir) whose network moves the shots' real pictures
+    (decoder/flow_motion.py); ``smooth`` (latent-grid cells) and ``max_scale`` replace its smoothing of the drawn
+    flows and its motion control's cap; ``rank`` stores it as a difference of that rank from the picture decoder
+    (a few MB). None keeps the run's own."""
+
+    run: str | Path
+    smooth: float | None = None
+    max_scale: float | None = None
+    rank: int | None = None
+
+
 def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: bool = True,
                provenance: dict[str, Any] | None = None, sampler: dict[str, Any] | None = None,
-               autoencoder: str | Path | None = None,
-               anchors: str | Path | Sequence[str | Path] | bool | None = None,
-               anchor_limit: int | None = None, anchors_per_scene: int | None = None,
-               text_encoder: str | Path | None = None, anchors_by_action: bool = True, anchors_repose: bool = False,
-               anchors_per_action: int | None = None, anchor_frame_quality: int | None = None,
-               motion: str | Path | None = None, motion_smooth: float | None = None,
-               motion_max_scale: float | None = None, motion_rank: int | None = None,
-               sprites: str | Path | None = None) -> Path:
+               autoencoder: str | Path | None = None, anchors: AnchorPacking | Literal[False] | None = None,
+               motion: MotionPacking | None = None, sprites: str | Path | None = None) -> Path:
     """Copy the engine and shot decoder of two runs into one model directory (see module doc).
 
     ``sampler``: SamplerConfig fields that replace the ones stored with the decoder (the game's
     guidance, and the per-level noise prior and motion scale calibrated by ``calibrate-levels``).
     model.json records them. ``autoencoder``: an autoencoder directory to decode with instead of the
     decoder's own: a decoder-only fine-tune of it (`train vae --init --decoder-only`), whose encoder
-    and latent scale must be the decoder's, so the latents mean the same. ``anchors``: world datasets
-    whose train shots' first frames become the decoder's visual anchors (decoder/anchors.py), at most
-    ``anchors_per_scene`` of each (characters, place, time) and ``anchors_per_action`` of each
-    (characters, place, time, verb), their pictures stored at ``anchor_frame_quality`` (None: lossless),
-    with the motions they show encoded by ``text_encoder`` (the decoder's; None: the bundled MiniLM) so
-    that the game can choose them for the action (``anchors_by_action``, ``anchors_repose``:
-    AnchorConfig); False drops the anchors the decoder has; None keeps them. ``motion``: a `train motion`
-    run (or its motion/ dir) whose network moves the shots' real pictures (decoder/flow_motion.py); the
-    sampler's ``flow_motion`` is then on unless ``sampler`` turns it off; ``motion_smooth`` (latent-grid
-    cells) and ``motion_max_scale`` replace its smoothing of the drawn flows and its motion control's cap;
-    ``motion_rank`` stores it as a difference of that rank from the picture decoder (a few MB). With anchors
+    and latent scale must be the decoder's, so the latents mean the same. ``anchors``: the visual anchors to build (``AnchorPacking``); False drops the anchors the decoder has; None
+    keeps them. ``motion``: a motion network to pack (``MotionPacking``); the sampler's ``flow_motion`` is then on
+    unless ``sampler`` turns it off. With anchors
     built, the stage (decoder/stage.py: the world's places with no one in them and the cast's cut-outs) is drawn
     too, so the game can compose a first frame no stored shot shows. ``sprites``: a `train sprites` run whose
     animator draws every shot in layers on the stage (decoder/layered.py)."""
@@ -82,28 +99,22 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
         dec.autoencoder = same_latent_space(dec.autoencoder, ShotAutoencoder.from_pretrained(autoencoder).float())
     if anchors is False:
         dec.anchors = None
-    elif anchors is not None:
-        dec.anchors = VisualAnchors.build(anchors, dec.latent_reference(), limit=anchor_limit,
-                                          per_scene=anchors_per_scene, per_action=anchors_per_action,
-                                          config=AnchorConfig(by_action=anchors_by_action, repose=anchors_repose),
-                                          motion_features=motion_features(dec, text_encoder),
-                                          frame_quality=anchor_frame_quality)
-    built = anchors is not None and anchors is not False
+    elif isinstance(anchors, AnchorPacking):
+        dec.anchors = VisualAnchors.build(anchors.worlds, dec.latent_reference(), limit=anchors.limit,
+                                          per_scene=anchors.per_scene, per_action=anchors.per_action,
+                                          config=AnchorConfig(by_action=anchors.by_action, repose=anchors.repose),
+                                          motion_features=motion_features(dec, anchors.text_encoder),
+                                          frame_quality=anchors.frame_quality)
+    built = isinstance(anchors, AnchorPacking)
     if built:
         dec.stage = world_stage(dec.frame_size)
     sampler = dict(sampler or {})
     if motion is not None:
-        dec.motion = FlowMotion.from_pretrained(resolve_motion(motion), dec.net)
+        m = FlowMotion.from_pretrained(resolve_motion(motion.run), dec.net)
+        dec.motion = FlowMotion(m.net, m.diffusion, m.sampler, m.smooth if motion.smooth is None else motion.smooth,
+                                m.max_scale if motion.max_scale is None else motion.max_scale,
+                                m.rank if motion.rank is None else motion.rank)
         sampler.setdefault("flow_motion", True)
-    settings = (motion_smooth, motion_max_scale, motion_rank)
-    if any(x is not None for x in settings) and dec.motion is None:
-        raise ValueError("--motion-smooth / --motion-max-scale / --motion-rank set a motion network's settings: "
-                         "pass --motion-net RUN")
-    if dec.motion is not None and any(x is not None for x in settings):
-        m = dec.motion
-        dec.motion = FlowMotion(m.net, m.diffusion, m.sampler, m.smooth if motion_smooth is None else motion_smooth,
-                                m.max_scale if motion_max_scale is None else motion_max_scale,
-                                m.rank if motion_rank is None else motion_rank)
     if sprites is not None:  # the sprite animator draws every shot in layers on the world's stage
         dec.animator = SpriteAnimator.from_pretrained(sprites)
         if dec.animator.config.cond_dim != dec.config.d_cond:
@@ -139,9 +150,10 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
         save_json_atomic({"engine": {"from": str(engine_dir), "metrics": _metrics(engine_dir)},
                           "shot_decoder": {"from": str(decoder_dir), "metrics": _metrics(decoder_dir.parent)},
                           "dtype": "float16" if fp16 else "float32",
-                          **({"anchors": {"from": [str(a) for a in _sources(anchors)], "shots": len(dec.anchors),
-                                          "per_scene": anchors_per_scene, "per_action": anchors_per_action,
-                                          "frame_quality": anchor_frame_quality or "lossless",
+                          **({"anchors": {"from": [str(a) for a in _sources(anchors.worlds)],
+                                          "shots": len(dec.anchors),
+                                          "per_scene": anchors.per_scene, "per_action": anchors.per_action,
+                                          "frame_quality": anchors.frame_quality or "lossless",
                                           "motions": len(dec.anchors.motions or []),
                                           "config": dec.anchors.config.to_dict()}}
                              if built else {}),
@@ -149,7 +161,7 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
                           **({"sprite_animator": {"from": str(sprites), "parameters": sum(
                               p.numel() for p in dec.animator.parameters())}} if sprites is not None else {}),
                           **({"cast": cast} if cast else {}),
-                          **({"motion": {"from": str(motion), "smooth": dec.motion.smooth,
+                          **({"motion": {"from": str(motion.run), "smooth": dec.motion.smooth,
                                          "max_scale": dec.motion.max_scale, "rank": dec.motion.rank}}
                              if motion is not None else {}),
                           **({"sampler_override": sampler} if sampler else {}), **(provenance or {})},

@@ -60,7 +60,7 @@ from animegamer.game.store import SessionStore, StoreError, TurnRow, export_sess
 from animegamer.game.text import MAX_INSTRUCTION_CHARS, describe_characters, unsafe_characters
 from animegamer.training.release_import import check_release_memory
 from animegamer.world.cast import load_cast
-from animegamer.world.instructions import known_places
+from animegamer.world.instructions import known_places, pair_verb_said
 from animegamer.world.rules import HIGH, LOW, STATE_NAMES, apply_deltas, initial_states
 
 FPS = 8  # the paper's shots play at 8 fps
@@ -246,8 +246,10 @@ class GameSession:
             level = pred.motion_level if pred.decoder_level is None else pred.decoder_level
             layers = None
             if game.decoder.draws_layers:  # every pixel of a character after frame 0 is the sprite animator's
+                # the verb that makes two named a pair: one of two the instruction says, else the anchors' reading
+                verb = pair_verb_said(text) or (anchor.verb if anchor is not None else None)
                 frames, scene, drawn, staged = game.layered_shot(self.layers, pred.s_a, named or self.characters[:1],
-                                                                 anchor, int(level))
+                                                                 anchor, int(level), verb)
                 layers = scene.to_bytes()
                 remembered = drawn  # the shot's s_a: its visual part that of the frame it starts from
             else:
@@ -433,14 +435,15 @@ class Game:
                              None, frame, chosen.verb if chosen else None, scene)
 
     def layered_shot(self, previous: bytes | None, s_a: torch.Tensor, named: list[str], anchor: Anchor | None,
-                     level: int) -> tuple[np.ndarray, LayeredScene, torch.Tensor, bool]:
+                     level: int, verb: str | None = None) -> tuple[np.ndarray, LayeredScene, torch.Tensor, bool]:
         """A turn drawn in layers (decoder/layered.py): the named characters act (at least one), drawn by the sprite
         animator.
         The scene goes on from ``previous`` (the last turn's, as saved) while the place and time the anchors
         name stay and everyone named is in it; otherwise it starts again from the stage: that place's picture
-        with the named characters' cut-outs. Returns the frames, the scene after the turn, the s_a it was drawn
-        from (the engine's, its visual part the first frame's, as a true shot's s_a is made) and whether the scene
-        started from the stage."""
+        with the named characters' cut-outs. ``verb``: the turn's verb where known; two named do a verb of two
+        (a hug) as its subject and partner, any other each alone (``layered.acts_as_pair``). Returns the frames,
+        the scene after the turn, the s_a it was drawn from (the engine's, its visual part the first frame's, as a
+        true shot's s_a is made) and whether the scene started from the stage."""
         stage = self.decoder.stage
         scene = None
         if previous is not None:
@@ -453,7 +456,7 @@ class Game:
             where = ("meadow", "day") if stage.has("meadow", "day") else next(iter(stage.places))
         staged = (scene is None or (scene.place, scene.time) != where or not set(named) <= set(scene.names())
                   or not stage.has(scene.place, scene.time))
-        pair = acts_as_pair(named, anchor.verb if anchor is not None else None)  # the verb the anchors read
+        pair = acts_as_pair(named, verb)
         if staged:
             scene = start_scene(stage, *where, named, {c: self._sprite(c) for c in named}, pair=pair)
         h, w = self.decoder.frame_size

@@ -211,6 +211,20 @@ def verb_phrases() -> list[str]:
     return [v.phrase for v in _vocab().verbs.values()]
 
 
+def pair_verb_said(text: str) -> str | None:
+    """The verb of two (a hug, a talk with) an instruction says in any of the world's wordings (its phrase, plain
+    text or synonyms; base, -s or -ing form), or None: "Aiko speaks with Yuki" -> talk_with, "Tomo and Yuki lie
+    down" -> None."""
+    for verb in _vocab().verbs.values():
+        if not verb.pair:
+            continue
+        for phrase in {verb.phrase, verb.text, *verb.synonyms}:
+            forms = {_conjugate(phrase, form) for form in ("base", "s", "ing")}
+            if any(re.search(rf"\b{re.escape(f)}\b", text, flags=re.IGNORECASE) for f in forms):
+                return verb.key
+    return None
+
+
 def known_adverbs() -> list[str]:
     """Adverb keys ("" = none)."""
     return list(_vocab().adverbs)
