@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from animegamer.cli import main as cli_main
+from animegamer.core.checkpoint import load_safetensors
 from animegamer.decoder.layered import (
     EDGE,
     FOLLOW,
@@ -31,7 +32,7 @@ from animegamer.decoder.sprite_animator import (
 from animegamer.decoder.pipeline import SPRITES_DIR, ShotDecoder
 from animegamer.decoder.stage import PlaceView, Sprite, Stage
 from animegamer.engine.model import save_engine
-from animegamer.evaluation.drawn_shots import SYSTEMS
+from animegamer.evaluation.drawn_shots import SYSTEMS, load_animator
 from animegamer.game.pack import MotionPacking, pack_model
 from animegamer.game.session import Game
 from animegamer.world.dataset import RenderConfig, WorldDataset, render_dataset
@@ -244,6 +245,21 @@ def test_train_sprites_on_a_world_and_resume(tmp_path):
     assert report["systems"]["truth"]["level"]["mean"] == 1.0  # the truth reads its own level
     assert set(report["paired_vs_still"]) == set(SYSTEMS) - {"still", "truth"}
     assert (tmp_path / "drawn.png").stat().st_size > 1000
+    # against a patch discriminator, from the run: final/ holds the animator alone (a plain run's shape), the
+    # checkpoints hold the discriminator too, so the run resumes with it and eval-drawn reads them
+    gan = ["train", "sprites", "--preset", "tiny", "--data", str(world), "--out", str(tmp_path / "gan"),
+           "--render-workers", "1", "--no-progress", "--adversarial", "0.1", "--feature-matching", "1"]
+    assert cli_main(gan + ["--init", str(tmp_path / "run")]) == 0
+    logs = [json.loads(line) for line in (tmp_path / "gan" / "log.jsonl").read_text().splitlines()]
+    assert all({"g_adv", "fm", "d", "picture"} <= set(x) for x in logs if "loss" in x)
+    drawn_by = SpriteAnimator.from_pretrained(tmp_path / "gan")
+    start = SpriteAnimator.from_pretrained(tmp_path / "run")
+    assert drawn_by.config == start.config
+    assert any(not torch.equal(p, q) for p, q in zip(drawn_by.parameters(), start.parameters()))  # it trained
+    assert cli_main(gan + ["--resume", "--steps", "6"]) == 0
+    checkpoint = sorted((tmp_path / "gan" / "checkpoints").glob("step_*"))[-1]
+    assert any(k.startswith("disc.") for k in load_safetensors(checkpoint / "model.safetensors"))
+    assert load_animator(str(checkpoint)).config == start.config
 
 
 def _stage(h: int = 40, w: int = 60) -> Stage:
