@@ -32,7 +32,9 @@ from animegamer.decoder.sprite_animator import (
 from animegamer.decoder.pipeline import SPRITES_DIR, ShotDecoder
 from animegamer.decoder.stage import PlaceView, Sprite, Stage
 from animegamer.engine.model import save_engine
-from animegamer.evaluation.drawn_shots import SYSTEMS, load_animator
+from animegamer.core.runs import resolve_decoder
+from animegamer.evaluation.drawn_shots import SYSTEMS, evaluate, load_animator
+from animegamer.training.action_parts import SHIPPED
 from animegamer.game.pack import MotionPacking, pack_model
 from animegamer.game.session import Game
 from animegamer.world.dataset import RenderConfig, WorldDataset, render_dataset
@@ -245,6 +247,11 @@ def test_train_sprites_on_a_world_and_resume(tmp_path):
     assert report["systems"]["truth"]["level"]["mean"] == 1.0  # the truth reads its own level
     assert set(report["paired_vs_still"]) == set(SYSTEMS) - {"still", "truth"}
     assert (tmp_path / "drawn.png").stat().st_size > 1000
+    # every version is seen through play's camera: on the stage's wide places, the true first pose stands in the
+    # same view of the place as the standing cut-outs
+    shots = evaluate(load_animator(str(checkpoint)), resolve_decoder(SHIPPED), world, n=1, keep=1,
+                     progress=False)["_shots"][0][1]
+    assert np.abs(shots["drawn_first"][0].astype(int) - shots["still"][0].astype(int)).mean() < 8
     # against a patch discriminator, from the run: final/ holds the animator alone (a plain run's shape), the
     # checkpoints hold the discriminator too, so the run resumes with it and eval-drawn reads them
     gan = ["train", "sprites", "--preset", "tiny", "--data", str(world), "--out", str(tmp_path / "gan"),

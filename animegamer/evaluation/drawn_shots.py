@@ -155,7 +155,8 @@ def evaluate(animator: SpriteAnimator, decoder_dir: Path, data: str | Path, n: i
         t = true.shape[0]
         # the true first pose of each character where play would stand it, facing as its track draws it
         first = LayeredScene(row["place"], row["time"], [
-            ActorLayer(tr.name, tr.rgba[0], a.x, -1 if tr.role == 2 else 1) for tr, a in zip(tracks, staged.actors)])
+            ActorLayer(tr.name, tr.rgba[0], a.x, -1 if tr.role == 2 else 1) for tr, a in zip(tracks, staged.actors)],
+            staged.camera)
 
         def drawn(scene: LayeredScene, turn: dict = row) -> tuple[np.ndarray, LayeredScene]:
             """play's drawing of ``turn``'s verb: s_a from the frame it starts from"""
