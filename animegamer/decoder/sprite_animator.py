@@ -268,18 +268,11 @@ class SpriteAnimator(nn.Module):
         return torch.cat([colour, alpha], dim=1), offset.float() * cfg.offset_scale
 
     def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
-        """The training loss of ``batch`` and its logs (``graded``)."""
-        loss, logs, _, _ = self.graded(batch)
-        return loss, logs
-
-    def graded(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float], torch.Tensor,
-                                                           torch.Tensor]:
         """batch: rgba uint8 (B, T, H, W, 4), standing uint8 (B, H, W, 4), offset (B, T, 2) pixels, s_a (B, N, D),
         motion_level (B,), role (B,), and a donor shot of the same character and look (``donor_first`` uint8
         (B, H, W, 4), ``donor_s_a``, ``donor_level``, ``donor_role``). ``frames_per_track`` random frames of each
         track are drawn and graded, from the track's frame 0, the character standing (``standing_share``) or the
-        network's own drawing of the donor's last frame (``went_on_share``). Returns the loss, its logs, and the drawn
-        and true sprites (BK, 4, H, W) in [0, 1] (a training wrapper grades them further)."""
+        network's own drawing of the donor's last frame (``went_on_share``)."""
         cfg = self.config
         rgba, dev = batch["rgba"], batch["rgba"].device
         b, k = rgba.shape[0], cfg.frames_per_track
@@ -309,9 +302,8 @@ class SpriteAnimator(nn.Module):
         copy = ((source_r - target).abs() * weight).mean()  # what copying the input would cost: learning is the gap
         feet = (offset - offset_true).abs().mean() / cfg.offset_scale
         loss = picture + cfg.offset_weight * feet
-        logs = {"loss": float(loss.detach()), "picture": float(picture.detach()), "copy": float(copy),
-                "feet": float(feet.detach()), "feet_still": float(offset_true.abs().mean() / cfg.offset_scale)}
-        return loss, logs, drawn, target
+        return loss, {"loss": float(loss.detach()), "picture": float(picture.detach()), "copy": float(copy),
+                      "feet": float(feet.detach()), "feet_still": float(offset_true.abs().mean() / cfg.offset_scale)}
 
     @torch.no_grad()
     def went_on_input(self, batch: dict[str, torch.Tensor], reference: torch.Tensor,

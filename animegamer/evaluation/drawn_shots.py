@@ -51,7 +51,6 @@ from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR, Evaluator
 from animegamer.evaluation.metrics import motion_level_from_pixels, new_content
 from animegamer.evaluation.picture import read_picture
 from animegamer.training.action_parts import SHIPPED, ActionParts
-from animegamer.training.sprite_adversarial import animator_state
 from animegamer.world.dataset import WorldDataset
 from animegamer.world.flow import MotionQuantizer
 from animegamer.world.preview import save_png, shot_strip, stack_strips
@@ -121,7 +120,7 @@ def load_animator(path: str) -> SpriteAnimator:
     model = SpriteAnimator(SpriteAnimatorNet(SpriteAnimatorConfig.from_dict(
         {"reference": False, "reference_warp": False, **meta["net"]})))
     weights = ckpt / "ema.safetensors" if (ckpt / "ema.safetensors").is_file() else ckpt / "model.safetensors"
-    model.load_state_dict({k: v.float() for k, v in animator_state(load_safetensors(weights)).items()})
+    model.load_state_dict({k: v.float() for k, v in load_safetensors(weights).items()})
     return model.eval()
 
 

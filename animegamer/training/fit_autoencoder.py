@@ -71,7 +71,7 @@ def _image_grad(x):
 class PatchDiscriminator(nn.Module):
     """PatchGAN (pix2pix / LDM): real-vs-decoded logits per image patch, and its feature maps."""
 
-    def __init__(self, width: int = 32, channels: int = 3) -> None:
+    def __init__(self, width: int = 32) -> None:
         super().__init__()
         w = width
 
@@ -79,7 +79,7 @@ class PatchDiscriminator(nn.Module):
             layers = [nn.Conv2d(cin, cout, 4, stride, 1)] + ([nn.GroupNorm(8, cout)] if norm else [])
             return nn.Sequential(*layers, nn.LeakyReLU(0.2))
 
-        self.blocks = nn.ModuleList([block(channels, w, 2, norm=False), block(w, 2 * w, 2), block(2 * w, 4 * w, 1)])
+        self.blocks = nn.ModuleList([block(3, w, 2, norm=False), block(w, 2 * w, 2), block(2 * w, 4 * w, 1)])
         self.head = nn.Conv2d(4 * w, 1, 4, 1, 1)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:

@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 from tqdm.auto import tqdm
 
 from animegamer.core.runs import resolve_decoder
@@ -44,7 +43,6 @@ from animegamer.training.action_parts import (
     train_shots,
 )
 from animegamer.training.loop import TrainConfig, train
-from animegamer.training.sprite_adversarial import AdversarialSprites, animator_state
 from animegamer.world.sprite_tracks import SpriteTrack, row_tracks, session_lengths
 
 PRESETS: dict[str, TrainConfig] = {
@@ -149,11 +147,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--init", default=None, metavar="RUN",
                         help="start from another run's weights: its final/ (or the run) or one of its "
                              "checkpoints/step_* (EMA weights); a run drawn without a reference cut-out gains one, at zero")
-    parser.add_argument("--adversarial", type=float, default=0.0, metavar="W",
-                        help="weight of a patch discriminator's hinge loss on the drawn sprites (0 = off; "
-                             "training/sprite_adversarial.py)")
-    parser.add_argument("--feature-matching", type=float, default=0.0, metavar="W",
-                        help="weight of the discriminator features' L1 between drawn and true sprites (0 = off)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -169,14 +162,11 @@ def run(args: argparse.Namespace) -> int:
     if args.preset == "tiny":  # the tiny net on the world's real sprites: only the shapes change
         net_cfg = dataclasses.replace(net_cfg, frames=sprites.rgba.shape[1], height=sprites.rgba.shape[2],
                                       width=sprites.rgba.shape[3], cond_dim=s_a.shape[-1])
-    animator = SpriteAnimator(SpriteAnimatorNet(net_cfg))
+    module = SpriteAnimator(SpriteAnimatorNet(net_cfg))
     if args.init and not args.resume:
-        load_into(animator, animator_state(init_state(args.init)))
-    module: nn.Module = animator
-    if args.adversarial > 0 or args.feature_matching > 0:
-        module = AdversarialSprites(animator, args.adversarial, args.feature_matching)
+        load_into(module, init_state(args.init))
     print(f"[sprites] {len(sprites.role)} character tracks of {len(shots.rows)} train shots "
-          f"({sprites.skipped} not re-planned), {sum(p.numel() for p in animator.parameters()) / 1e6:.2f} M parameters")
+          f"({sprites.skipped} not re-planned), {sum(p.numel() for p in module.parameters()) / 1e6:.2f} M parameters")
     data = SpriteShots(sprites, s_a, shots.levels, cfg.seed)
     print(f"[sprites] {len(data.looks)} character looks, {len(sprites.role) / len(data.looks):.1f} tracks each: a "
           f"scene that goes on is trained from another track of the same look")
