@@ -297,10 +297,11 @@ def test_a_turn_draws_who_acts_holds_the_others_and_goes_on_from_its_last_frame(
     start = scene_frame(stage, scene)
     assert np.array_equal(frames[0], start)  # frame 0 is the scene as it stood
     assert not np.array_equal(frames[-1], frames[0])
-    ren0, ren1 = scene.actors[1], after.actors[1]
+    assert after.names() == ["Ren", "Qiqi"]  # who acted is pasted over who held still, and stays so
+    ren0, ren1 = scene.actors[1], after.actors[0]
     assert np.array_equal(ren0.sprite, ren1.sprite) and ren0.x == ren1.x  # Ren did not act
-    assert not np.array_equal(after.actors[0].sprite, scene.actors[0].sprite)  # Qiqi keeps her last drawn pose
-    assert EDGE * 60 <= after.actors[0].x <= (1 - EDGE) * 60
+    assert not np.array_equal(after.actors[1].sprite, scene.actors[0].sprite)  # Qiqi keeps her last drawn pose
+    assert EDGE * 60 <= after.actors[1].x <= (1 - EDGE) * 60
     frames2, _ = draw_turn(animator, stage, after, ["Qiqi", "Ren"], s_a, 3, refs, pair=True)
     np.testing.assert_allclose(frames2[0].astype(int), frames[-1].astype(int), atol=1)  # the next turn goes on from it
 

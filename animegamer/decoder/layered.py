@@ -216,9 +216,13 @@ def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, actin
     if acting:
         lead = feet[[a.name for a in scene.actors].index(acting[0])][:, 0]
         camera = follow(lead, scene.camera, w, width)
-    frames = _shot(view, sprites, feet, camera)
+    # who acts is pasted over who holds still (the one the turn is about is not hidden behind a bystander); the
+    # scene keeps that order, so the next turn's first frame is this turn's last
+    order = [i for i, a in enumerate(scene.actors) if a.name not in acts] + \
+            [i for i, a in enumerate(scene.actors) if a.name in acts]
+    frames = _shot(view, [sprites[i] for i in order], [feet[i] for i in order], camera)
     frames[0] = frame0
-    return frames, LayeredScene(scene.place, scene.time, after, float(camera[-1]))
+    return frames, LayeredScene(scene.place, scene.time, [after[i] for i in order], float(camera[-1]))
 
 
 def follow(x: np.ndarray, camera: float, w: int, width: int) -> np.ndarray:
