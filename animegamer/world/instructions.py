@@ -211,18 +211,23 @@ def verb_phrases() -> list[str]:
     return [v.phrase for v in _vocab().verbs.values()]
 
 
+@lru_cache(maxsize=1)
+def _pair_wordings() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """Each verb of two with one pattern of all its wordings (phrase, plain text, synonyms; base, -s, -ing)."""
+    out = []
+    for verb in _vocab().verbs.values():
+        if verb.pair:
+            forms = sorted({_conjugate(p, f) for p in {verb.phrase, verb.text, *verb.synonyms}
+                            for f in ("base", "s", "ing")})
+            out.append((verb.key, re.compile(r"\b(?:" + "|".join(map(re.escape, forms)) + r")\b", re.IGNORECASE)))
+    return tuple(out)
+
+
 def pair_verb_said(text: str) -> str | None:
     """The verb of two (a hug, a talk with) an instruction says in any of the world's wordings (its phrase, plain
     text or synonyms; base, -s or -ing form), or None: "Aiko speaks with Yuki" -> talk_with, "Tomo and Yuki lie
     down" -> None."""
-    for verb in _vocab().verbs.values():
-        if not verb.pair:
-            continue
-        for phrase in {verb.phrase, verb.text, *verb.synonyms}:
-            forms = {_conjugate(phrase, form) for form in ("base", "s", "ing")}
-            if any(re.search(rf"\b{re.escape(f)}\b", text, flags=re.IGNORECASE) for f in forms):
-                return verb.key
-    return None
+    return next((key for key, pattern in _pair_wordings() if pattern.search(text)), None)
 
 
 def known_adverbs() -> list[str]:
