@@ -20,13 +20,17 @@ from animegamer.decoder.layered import (
     start_scene,
 )
 from animegamer.decoder.layers import cutout_canvas, layered_shot, paste
+from animegamer.decoder.unet_blocks import warp
 from animegamer.decoder.sprite_animator import (
     SpriteAnimator,
     load_into,
     SpriteAnimatorConfig,
     SpriteAnimatorNet,
+    affine_error,
+    body_affines,
     sprite_animator_preset,
     to_unit,
+    true_affine,
 )
 from animegamer.decoder.pipeline import SPRITES_DIR, ShotDecoder
 from animegamer.decoder.stage import PlaceView, Sprite, Stage
@@ -74,6 +78,53 @@ def test_a_walk_is_drawn_alone_facing_right_with_its_stride_apart():
     assert np.allclose(track.offset[0], 0) and track.offset[-1, 0] > 3  # travels right, kept out of the canvas
     assert not np.array_equal(track.rgba[1], track.rgba[3])  # the legs move
     assert track.standing[..., 3].max() == 255
+
+
+def test_the_body_matrices_carry_a_standing_sprite_to_lying_down():
+    """The world's body matrix of each frame (where the body is drawn) moves the standing picture onto a lying
+    pose almost exactly: what the animator's body warp learns to do."""
+    index, turn = _turn({"lie_down", "sleep"})
+    (track,) = turn_tracks(turn, load_cast(), 17, 8, 0.0)
+    source = torch.from_numpy(track.standing_body)[None]
+    target = torch.from_numpy(track.body[-1])[None]
+    affine = true_affine(source, target)
+    standing = to_unit(torch.from_numpy(track.standing))[None]
+    lying = to_unit(torch.from_numpy(track.rgba[-1]))[None]
+    moved = warp(standing, torch.zeros(1, 2, SPRITE_H, SPRITE_W), affine=affine)
+    assert (moved - lying).abs().mean() < 0.3 * (standing - lying).abs().mean()
+    assert abs(float(affine[0, 0, 0])) < 0.3  # a quarter turn: x is taken from y
+    identity = true_affine(source, source)
+    torch.testing.assert_close(identity, torch.tensor([[[1.0, 0, 0], [0, 1.0, 0]]]), atol=1e-4, rtol=0)
+    still, _ = body_affines(torch.zeros(1, 12), SPRITE_H, SPRITE_W, 16.0)
+    torch.testing.assert_close(still, identity, atol=1e-4, rtol=0)
+    coverage = lying[:, 3]
+    assert float(affine_error(still, still, coverage)) == 0.0
+    assert float(affine_error(affine, still, coverage)) > 5  # lying down moves the body's pixels far
+
+
+def test_in_training_the_body_moves_along_the_worlds_affine_and_the_head_learns_it_apart():
+    """``true_body``: the input is moved along the given (the world's) affine, not the head's own, and the head's
+    error against it is a loss of its own."""
+    torch.manual_seed(0)
+    model = SpriteAnimator(SpriteAnimatorNet(sprite_animator_preset("tiny"))).eval()
+    cfg = model.config
+    first = to_unit(_batch(cfg)["rgba"][:1, 0])
+    shift = torch.tensor([[[1.0, 0.0, -3.0], [0.0, 1.0, 0.0]]])  # the body 3 px to the right
+    args = (torch.zeros(1, 3, cfg.cond_dim), torch.tensor([3]), torch.tensor([2]), torch.tensor([0]), torch.zeros(1))
+    with torch.no_grad():
+        own, _, affines = model.frame(first, first, *args)
+        moved, _, _ = model.frame(first, first, *args, body=(shift, shift))
+    torch.testing.assert_close(affines[0], true_affine(torch.tensor([[[1.0, 0, 0], [0, 1.0, 0]]]),
+                                                       torch.tensor([[[1.0, 0, 0], [0, 1.0, 0]]])), atol=1e-5, rtol=0)
+    assert (own - first).abs().mean() < 0.01  # an untrained head: no move
+    expected = torch.roll(first, 3, dims=-1)
+    assert (moved - expected).abs().mean() < 0.3 * (first - expected).abs().mean()
+    batch = _batch(cfg)
+    batch["body"] = batch["body"].clone()
+    batch["body"][:, 1:, 0, 2] += 3.0  # the world moved the body 3 px right after frame 0
+    loss, logs = SpriteAnimator(SpriteAnimatorNet(sprite_animator_preset("tiny", standing_share=0.0,
+                                                                         went_on_share=0.0)))(batch)
+    assert logs["body_px"] > 2.5  # an untrained head stands still: ~3 px off on every drawn pixel
 
 
 def test_a_pair_gives_two_tracks_and_a_rendered_row_is_replanned(tmp_path):
@@ -145,7 +196,14 @@ def _batch(cfg: SpriteAnimatorConfig, n: int = 2) -> dict[str, torch.Tensor]:
             "offset": torch.from_numpy(offset), "role": torch.zeros(n, dtype=torch.long),
             "s_a": torch.zeros(n, 3, cfg.cond_dim), "motion_level": torch.full((n,), 3),
             "donor_first": torch.from_numpy(rgba[:, 0].copy()), "donor_s_a": torch.zeros(n, 3, cfg.cond_dim),
-            "donor_level": torch.full((n,), 3), "donor_role": torch.zeros(n, dtype=torch.long)}
+            "donor_level": torch.full((n,), 3), "donor_role": torch.zeros(n, dtype=torch.long),
+            "body": _still_body(n, cfg.frames), "standing_body": _still_body(n, 1)[:, 0],
+            "donor_last_body": _still_body(n, 1)[:, 0]}
+
+
+def _still_body(n: int, frames: int) -> torch.Tensor:
+    """Body matrices of a body that does not move (the square's whole-body move is none)."""
+    return torch.tensor([[8.0, 0.0, 8.0], [0.0, -8.0, 12.0]]).expand(n, frames, 2, 3).clone()
 
 
 def test_a_scene_that_goes_on_is_trained_from_the_networks_own_drawing_of_a_donor_of_the_same_look(monkeypatch):
@@ -174,7 +232,7 @@ def test_a_scene_that_goes_on_is_trained_from_the_networks_own_drawing_of_a_dono
     standing[3:] = 9  # tracks 0-2 one look, 3-4 another
     rgba = torch.arange(5, dtype=torch.uint8)[:, None, None, None, None].expand(5, 3, 4, 4, 4).clone()
     sprites = SpriteTensors(rgba, standing, torch.zeros(5, 3, 2),
-                            torch.zeros(5, dtype=torch.long), torch.arange(5), 0)
+                            torch.zeros(5, dtype=torch.long), torch.arange(5), 0, _still_body(5, 3), _still_body(5, 1)[:, 0])
     shots = SpriteShots(sprites, torch.zeros(5, 2, 8), torch.full((5,), 2))
     for i, look in enumerate([{0, 1, 2}] * 3 + [{3, 4}] * 2):
         donors = {int(shots[i]["donor_first"][0, 0, 0]) for _ in range(20)}  # a track's pictures hold its index
@@ -376,12 +434,14 @@ def test_a_game_in_layers_draws_who_acts_goes_on_from_the_last_frame_and_reopens
 
 def test_a_run_without_a_reference_starts_one_with_it_drawing_the_same(tmp_path):
     torch.manual_seed(0)
-    old = SpriteAnimator(SpriteAnimatorNet(sprite_animator_preset("tiny", reference=False, reference_warp=False)))
+    old = SpriteAnimator(SpriteAnimatorNet(sprite_animator_preset("tiny", reference=False, reference_warp=False,
+                                                                  body_warp=False)))
     for name, p in old.net.named_parameters():
         if "conv_out" in name or "conv2" in name:
             torch.nn.init.normal_(p, std=0.05)
     old.eval().save_pretrained(tmp_path / "old")
-    new = SpriteAnimator(SpriteAnimatorNet(sprite_animator_preset("tiny", reference_warp=False))).eval()
+    new = SpriteAnimator(SpriteAnimatorNet(sprite_animator_preset("tiny", reference_warp=False,
+                                                                  body_warp=False))).eval()
     load_into(new, init_state(str(tmp_path / "old")))
     cfg = new.config
     first = to_unit(_batch(cfg)["rgba"][:1, 0])
@@ -394,10 +454,10 @@ def test_a_run_without_a_reference_starts_one_with_it_drawing_the_same(tmp_path)
     # and the reference warp: gained with the input's flow and a mask nearly closed, it draws nearly as before
     warping = SpriteAnimator(SpriteAnimatorNet(sprite_animator_preset("tiny"))).eval()
     load_into(warping, init_state(str(tmp_path / "old")))
-    offset, flow, mask, paint, ref_flow, ref_mask = warping.net(first * 2 - 1, ref * 2 - 1, *args[:2],
-                                                                torch.tensor([4]), args[2], torch.zeros(1))
+    offset, flow, mask, paint, ref_flow, ref_mask, body = warping.net(first * 2 - 1, ref * 2 - 1, *args[:2],
+                                                                      torch.tensor([4]), args[2], torch.zeros(1))
     torch.testing.assert_close(ref_flow, flow)
-    assert float(ref_mask.max()) == -4.0
+    assert float(ref_mask.max()) == -4.0 and not body.any()  # and the body warp gained at zero: no move
     assert (warping.draw(first, ref, *args)[0] - before).abs().max() < 0.03
 
 

@@ -16,8 +16,10 @@ cross-attention at the coarse levels and its mean token in the embedding. The in
 (premultiplied RGBA). Per frame the network draws a per-pixel flow, a painted sprite and a mask between them:
 the sprite = (1 - mask) * input moved along the flow + mask * painted, so what the input holds (the face, the
 clothes' colours) is carried, and what it does not (an arm raised, a body lying down) is painted; plus the
-feet's move (a stride, a jump's lift) as two numbers. Trained by regression on the world's sprite tracks
-(``world/sprite_tracks.py``): a verb's poses follow from the verb, the adverb and the time, so there is no
+feet's move (a stride, a jump's lift) as two numbers. Before the flow, the whole body is moved by one affine per
+frame (``body_warp``: a lean to lying down, a sit's drop, a fall), learned against where the world draws the body,
+so a pose far from the input's is carried sharp rather than painted. Trained by regression on the world's
+sprite tracks (``world/sprite_tracks.py``): a verb's poses follow from the verb, the adverb and the time, so there is no
 unknown phase to average away (the world's phase varies by at most a seventh of a cycle).
 
 All sprites face right; play mirrors the input of a left-facing character and mirrors back what is drawn.
@@ -41,6 +43,7 @@ FORMAT = "animegamer-sprite-animator"
 OUT_CHANNELS = 2 + 1 + 4  # flow (dx, dy), mask, painted RGBA
 REFERENCE_CHANNELS = 2 + 1  # the reference's flow and its mask logit (``reference_warp``)
 REFERENCE_MASK_BIAS = -4.0  # a run without the reference warp gains one nearly closed: it draws nearly as before
+BODY_PARAMS = 2 * 6  # the body warp's affine (2 x 3) for the input and for the reference
 
 
 @dataclass
@@ -66,12 +69,22 @@ class SpriteAnimatorConfig:
     # moved reference and the painted sprite): a face's few pixels are carried from a clean picture every turn, not
     # repainted through the network from a drawn one (a repainted face turned into a blob of hair in one turn)
     reference_warp: bool = True
+    # a whole-body move drawn as one affine warp of the input (and of the reference) before the per-pixel flow,
+    # learned against where the world puts the body (``world/sprite_tracks.sprite_body``): lying down, a fall or a
+    # sit's drop is a rotation and a shift of the whole body, which the affine carries sharp; regressed through a
+    # per-pixel flow or painted, it came out a blur (docs/layers.md, "The body's move as one warp")
+    body_warp: bool = True
     flow_scale: float = 4.0  # pixels per unit of the flow output
     offset_scale: float = 16.0  # pixels per unit of the feet's move (a wild run travels ~8 px a frame)
     mask_bias: float = -3.0  # the mask starts nearly closed: the untrained network copies its input
     # training
     moving_weight: float = 4.0  # extra weight on canvas pixels that differ from the input (the pose change)
     offset_weight: float = 1.0
+    body_weight: float = 1.0  # the body warp's error (pixels over the drawn body, in offset_scale units)
+    # in training the input and the reference are moved along where the world put the body (its exact affine),
+    # the head learning the affine on its own: moved along the network's own (1-2 px off), a sharp lying body
+    # cost more L1 than a blurred painted one, and the mix went on painting it (docs/layers.md)
+    true_body: bool = True
     aug_max: float = 0.1  # input noise augmentation: in play a continuing scene starts from a drawn sprite
     standing_share: float = 0.4  # share of training inputs that are the character standing (a scene's start)
     # share of training inputs that are the network's own drawing (no gradient) of the last frame of another shot
@@ -89,6 +102,8 @@ class SpriteAnimatorConfig:
                              f"{self.frames}, {self.height}x{self.width}")
         if self.reference_warp and not self.reference:
             raise ValueError("SpriteAnimatorConfig: reference_warp needs reference")
+        if self.body_warp and not self.reference_warp:
+            raise ValueError("SpriteAnimatorConfig: body_warp needs reference_warp")
         if any(c % self.heads or c % 8 for c in self.channels) or self.blocks < 1:
             raise ValueError(f"SpriteAnimatorConfig: channels must be multiples of 8 and of heads, blocks >= 1, got "
                              f"{self.channels}, {self.heads}, {self.blocks}")
@@ -124,8 +139,9 @@ def sprite_animator_preset(name: str, **overrides: Any) -> SpriteAnimatorConfig:
 class SpriteAnimatorNet(nn.Module):
     """forward(sprite, reference, s_a, level, index, role, aug) -> (offset (M, 2), flow (M, 2, H, W), mask logit
     (M, 1, H, W), paint (M, 4, H, W), and with ``reference_warp`` the reference's flow (M, 2, H, W) and mask logit
-    (M, 1, H, W)); the sprite and its reference in [-1, 1] (premultiplied RGBA scaled), flows and offset in their
-    scales' units, paint in [0, 1] units before clamping."""
+    (M, 1, H, W), and with ``body_warp`` the body's move (M, 12): ``body_affines``); the sprite and its reference
+    in [-1, 1] (premultiplied RGBA scaled), flows and offset in their scales' units, paint in [0, 1] units before
+    clamping."""
 
     def __init__(self, config: SpriteAnimatorConfig) -> None:
         super().__init__()
@@ -155,6 +171,11 @@ class SpriteAnimatorNet(nn.Module):
         self.offset = nn.Linear(cfg.channels[-1], 2)  # the feet's move, from the coarsest features
         nn.init.zeros_(self.offset.weight)
         nn.init.zeros_(self.offset.bias)
+        if cfg.body_warp:  # the body's move from the input's (the reference's) pose: zero = no move
+            c = cfg.channels[-1]
+            self.body = nn.Sequential(nn.Linear(c, c), nn.SiLU(), nn.Linear(c, BODY_PARAMS))
+            nn.init.zeros_(self.body[2].weight)
+            nn.init.zeros_(self.body[2].bias)
         self.norm_out = norm(c0)
         out = OUT_CHANNELS + (REFERENCE_CHANNELS if cfg.reference_warp else 0)
         self.conv_out = nn.Conv2d(c0, out * s * s, 3, padding=1)
@@ -183,14 +204,17 @@ class SpriteAnimatorNet(nn.Module):
             skips.append(x)
             x = down(x)
         x = self.mid(x, emb, cond)
-        offset = self.offset(x.mean(dim=(2, 3)))  # (M, 2)
+        pooled = x.mean(dim=(2, 3))
+        offset = self.offset(pooled)  # (M, 2)
+        body = (self.body(pooled),) if cfg.body_warp else ()  # (M, 12)
         for stage, conv in zip(self.up, self.up_conv):
             skip = skips.pop()
             if x.shape[-2:] != skip.shape[-2:]:
                 x = conv(F.interpolate(x, size=skip.shape[-2:], mode="nearest"))
             x = stage(torch.cat([x, skip], dim=1), emb, cond)
         x = F.pixel_shuffle(self.conv_out(F.silu(self.norm_out(x))), cfg.stem)  # (M, 7 or 10, H, W)
-        return offset, x[:, :2], x[:, 2:3], x[:, 3:7], *((x[:, 7:9], x[:, 9:10]) if cfg.reference_warp else ())
+        return (offset, x[:, :2], x[:, 2:3], x[:, 3:7], *((x[:, 7:9], x[:, 9:10]) if cfg.reference_warp else ()),
+                *body)
 
 
 def load_into(model: "SpriteAnimator", state: dict[str, torch.Tensor]) -> None:
@@ -209,7 +233,45 @@ def load_into(model: "SpriteAnimator", state: dict[str, torch.Tensor]) -> None:
         mask_b = torch.full_like(state[b][:ss], REFERENCE_MASK_BIAS)
         state[w] = torch.cat([state[w], state[w][:2 * ss], mask_w])  # the reference's flow starts as the input's
         state[b] = torch.cat([state[b], state[b][:2 * ss], mask_b])
+    missing = set(own) - set(state)
+    if missing - {k for k in own if k.startswith("net.body.")}:
+        raise ValueError(f"--init: the weights lack {sorted(missing)[:4]}")
+    state.update({k: own[k] for k in missing})  # a run without the body warp gains one at zero: no move
     model.load_state_dict({k: v.float() for k, v in state.items()})
+
+
+def body_affines(params: torch.Tensor, height: int, width: int,
+                 scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The body head's (M, 12) -> the backward affines (M, 2, 3) of the input and of the reference: a drawn pixel q
+    takes the body from L (q - c) + c + t of the picture (pixels), c the canvas's centre, L = I + the first four
+    numbers, t = ``scale`` x the last two; all zero is no move."""
+    p = params.float().reshape(-1, 2, 6)
+    lin = torch.eye(2, device=p.device) + p[..., :4].reshape(-1, 2, 2, 2)  # (M, 2, 2, 2)
+    centre = torch.tensor([(width - 1) / 2, (height - 1) / 2], device=p.device)
+    shift = centre + p[..., 4:] * scale - (lin @ centre[:, None])[..., 0]  # (M, 2, 2)
+    affine = torch.cat([lin, shift[..., None]], dim=-1)  # (M, 2, 2, 3)
+    return affine[:, 0], affine[:, 1]
+
+
+def true_affine(source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Body matrices (M, 2, 3) of a source picture and a target frame (``world/sprite_tracks.sprite_body``) -> the
+    backward affine (M, 2, 3): where in the source the target's body point at each pixel is."""
+    last = torch.tensor([0.0, 0.0, 1.0], device=source.device).expand(source.shape[0], 1, 3)
+    s = torch.cat([source.float(), last], dim=1)
+    t = torch.cat([target.float(), last], dim=1)
+    return (s @ torch.linalg.inv(t))[:, :2]
+
+
+def affine_error(pred: torch.Tensor, truth: torch.Tensor, coverage: torch.Tensor) -> torch.Tensor:
+    """Mean distance (pixels, L1 over x and y) between where two affines (M, 2, 3) take the pixels of the drawn body
+    (``coverage`` (M, H, W) > 0.05; the whole canvas where it is empty)."""
+    m, h, w = coverage.shape
+    ys, xs = torch.meshgrid(torch.arange(h, device=pred.device, dtype=torch.float32),
+                            torch.arange(w, device=pred.device, dtype=torch.float32), indexing="ij")
+    q = torch.stack([xs, ys, torch.ones_like(xs)]).reshape(3, -1)  # (3, HW)
+    dist = ((pred.float() - truth.float()) @ q).abs().sum(dim=1)  # (M, HW)
+    weight = (coverage.reshape(m, -1) > 0.05).float() + 1e-4
+    return ((dist * weight).sum(dim=1) / weight.sum(dim=1)).mean()
 
 
 def to_unit(sprites: torch.Tensor) -> torch.Tensor:
@@ -241,38 +303,46 @@ class SpriteAnimator(nn.Module):
         if meta.get("format") != FORMAT:
             raise ValueError(f"{d}: not a sprite animator (format {meta.get('format')!r})")
         model = cls(SpriteAnimatorNet(SpriteAnimatorConfig.from_dict(
-            {"reference": False, "reference_warp": False, **meta["net"]})))
+            {"reference": False, "reference_warp": False, "body_warp": False, **meta["net"]})))
         model.load_state_dict({k: v.float() for k, v in load_safetensors(d / WEIGHTS_NAME).items()})
         return model.to(device).eval()
 
     def frame(self, sprite: torch.Tensor, reference: torch.Tensor | None, s_a: torch.Tensor, level: torch.Tensor,
               index: torch.Tensor, role: torch.Tensor, aug: torch.Tensor, seen: torch.Tensor | None = None,
-              mode: str = "bilinear") -> tuple[torch.Tensor, torch.Tensor]:
+              mode: str = "bilinear", body: tuple[torch.Tensor, torch.Tensor] | None = None,
+              ) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
         """sprite and reference (M, 4, H, W) in [0, 1] -> (the drawn sprite (M, 4, H, W) in [0, 1], the feet's move
-        (M, 2) in pixels, +x right, +y up). ``seen``: the network's view of the input (noise-augmented in training)."""
+        (M, 2) in pixels, +x right, +y up, and with ``body_warp`` the body's backward affines (M, 2, 3) from the
+        input and from the reference, else None). ``seen``: the network's view of the input (noise-augmented in
+        training); ``body``: the affines to move the input and the reference along instead of the network's (the
+        world's, in training: ``true_body``)."""
         cfg = self.config
         seen = sprite if seen is None else seen
         offset, flow, mask, paint, *ref = self.net(seen * 2 - 1, None if reference is None else reference * 2 - 1,
                                                    s_a, level, index, role, aug)
-        moved = warp(sprite, flow.float() * cfg.flow_scale, mode)
+        affines = body_affines(ref[2], cfg.height, cfg.width, cfg.offset_scale) if cfg.body_warp else None
+        along = body if body is not None else affines
+        moved = warp(sprite, flow.float() * cfg.flow_scale, mode, None if along is None else along[0])
         if ref:  # softmax over the moved input (logit 0), the painted sprite and the moved reference
-            ref_flow, ref_mask = ref
+            ref_flow, ref_mask = ref[:2]
             w = torch.softmax(torch.cat([torch.zeros_like(mask), mask, ref_mask], dim=1).float(), dim=1)
-            ref_moved = warp(reference, ref_flow.float() * cfg.flow_scale, mode)
+            ref_moved = warp(reference, ref_flow.float() * cfg.flow_scale, mode, None if along is None else along[1])
             drawn = w[:, :1] * moved + w[:, 1:2] * paint.float() + w[:, 2:] * ref_moved
         else:
             m = torch.sigmoid(mask.float())
             drawn = (1 - m) * moved + m * paint.float()
         alpha = drawn[:, 3:].clamp(0, 1)
         colour = torch.minimum(drawn[:, :3].clamp(0, 1), alpha)  # premultiplied: no colour where nothing is drawn
-        return torch.cat([colour, alpha], dim=1), offset.float() * cfg.offset_scale
+        return torch.cat([colour, alpha], dim=1), offset.float() * cfg.offset_scale, affines
 
     def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
         """batch: rgba uint8 (B, T, H, W, 4), standing uint8 (B, H, W, 4), offset (B, T, 2) pixels, s_a (B, N, D),
         motion_level (B,), role (B,), and a donor shot of the same character and look (``donor_first`` uint8
-        (B, H, W, 4), ``donor_s_a``, ``donor_level``, ``donor_role``). ``frames_per_track`` random frames of each
-        track are drawn and graded, from the track's frame 0, the character standing (``standing_share``) or the
-        network's own drawing of the donor's last frame (``went_on_share``)."""
+        (B, H, W, 4), ``donor_s_a``, ``donor_level``, ``donor_role``); with ``body_warp`` where the world put the
+        body (``body`` (B, T, 2, 3), ``standing_body`` (B, 2, 3), ``donor_last_body`` (B, 2, 3):
+        ``world/sprite_tracks.sprite_body``). ``frames_per_track`` random frames of each track are drawn and
+        graded, from the track's frame 0, the character standing (``standing_share``) or the network's own drawing
+        of the donor's last frame (``went_on_share``)."""
         cfg = self.config
         rgba, dev = batch["rgba"], batch["rgba"].device
         b, k = rgba.shape[0], cfg.frames_per_track
@@ -292,9 +362,16 @@ class SpriteAnimator(nn.Module):
         seen = (source + aug[:, None, None, None] * torch.randn_like(source)).clamp(0, 1)
         rep = lambda x: x.repeat_interleave(k, dim=0)  # noqa: E731  per track -> per drawn frame
         source_r = rep(source)
-        drawn, offset = self.frame(source_r, rep(reference) if cfg.reference else None, rep(batch["s_a"].float()),
-                                   rep(batch["motion_level"].long()), index.flatten(), rep(batch["role"].long()),
-                                   rep(aug), rep(seen))
+        truth = None
+        if cfg.body_warp:  # where the world put the body: from the input's pose and the reference's to this frame
+            body_t = batch["body"][track, index].flatten(0, 1)  # (BK, 2, 3)
+            source_body = torch.where(standing[:, None, None], batch["standing_body"], batch["body"][:, 0])
+            source_body = torch.where(went_on[:, None, None], batch["donor_last_body"], source_body)
+            truth = (true_affine(rep(source_body), body_t), true_affine(rep(batch["standing_body"]), body_t))
+        drawn, offset, affines = self.frame(source_r, rep(reference) if cfg.reference else None,
+                                            rep(batch["s_a"].float()), rep(batch["motion_level"].long()),
+                                            index.flatten(), rep(batch["role"].long()), rep(aug), rep(seen),
+                                            body=truth if cfg.true_body else None)
         moving = ((target - source_r).abs().amax(dim=1, keepdim=True) > 0.05).float()
         weight = 1 + cfg.moving_weight * moving
         weight = weight / weight.mean(dim=(1, 2, 3), keepdim=True)
@@ -302,8 +379,14 @@ class SpriteAnimator(nn.Module):
         copy = ((source_r - target).abs() * weight).mean()  # what copying the input would cost: learning is the gap
         feet = (offset - offset_true).abs().mean() / cfg.offset_scale
         loss = picture + cfg.offset_weight * feet
-        return loss, {"loss": float(loss.detach()), "picture": float(picture.detach()), "copy": float(copy),
-                      "feet": float(feet.detach()), "feet_still": float(offset_true.abs().mean() / cfg.offset_scale)}
+        logs = {"picture": float(picture.detach()), "copy": float(copy), "feet": float(feet.detach()),
+                "feet_still": float(offset_true.abs().mean() / cfg.offset_scale)}
+        if affines is not None and truth is not None:  # the body's move, against where the world put the body
+            coverage = target[:, 3]
+            body = (affine_error(affines[0], truth[0], coverage) + affine_error(affines[1], truth[1], coverage)) / 2
+            loss = loss + cfg.body_weight * body / cfg.offset_scale
+            logs["body_px"] = float(body.detach())
+        return loss, {"loss": float(loss.detach()), **logs}
 
     @torch.no_grad()
     def went_on_input(self, batch: dict[str, torch.Tensor], reference: torch.Tensor,
@@ -312,10 +395,10 @@ class SpriteAnimator(nn.Module):
         (B,)): what a scene that goes on starts from in play (``decoder/layered.py``)."""
         first = to_unit(batch["donor_first"][rows])
         n = first.shape[0]
-        last, _ = self.frame(first, reference[rows] if self.config.reference else None,
-                             batch["donor_s_a"][rows].float(), batch["donor_level"][rows].long(),
-                             torch.full((n,), self.config.frames - 1, device=first.device),
-                             batch["donor_role"][rows].long(), torch.zeros(n, device=first.device))
+        last, _, _ = self.frame(first, reference[rows] if self.config.reference else None,
+                                batch["donor_s_a"][rows].float(), batch["donor_level"][rows].long(),
+                                torch.full((n,), self.config.frames - 1, device=first.device),
+                                batch["donor_role"][rows].long(), torch.zeros(n, device=first.device))
         return last.clamp(0, 1)
 
     @torch.no_grad()
@@ -335,7 +418,7 @@ class SpriteAnimator(nn.Module):
         aug_r = torch.full((b * t,), float(aug), device=sprite.device)
         drawn, offsets = [], []
         for i in range(0, b * t, chunk):
-            d, o = self.frame(sprite_r[i:i + chunk], None if ref_r is None else ref_r[i:i + chunk], s_a_r[i:i + chunk],
+            d, o, _ = self.frame(sprite_r[i:i + chunk], None if ref_r is None else ref_r[i:i + chunk], s_a_r[i:i + chunk],
                               level_r[i:i + chunk], index[i:i + chunk], role_r[i:i + chunk], aug_r[i:i + chunk],
                               mode=mode)
             drawn.append(d)

@@ -90,13 +90,20 @@ class UNetLevel(nn.Module):
         return x
 
 
-def warp(picture: torch.Tensor, flow: torch.Tensor, mode: str = "bilinear") -> torch.Tensor:
+def warp(picture: torch.Tensor, flow: torch.Tensor, mode: str = "bilinear",
+         affine: torch.Tensor | None = None) -> torch.Tensor:
     """picture (M, C, H, W) sampled where flow (M, 2, H, W) points (pixels, (dx, dy)): each output pixel
-    comes from ``picture`` at its own position plus the flow; sources outside take the nearest edge."""
+    comes from ``picture`` at its own position plus the flow, then through ``affine`` (M, 2, 3) if given (a
+    whole-body move: source = affine @ (position + flow, 1), pixels); sources outside take the nearest edge."""
     m, _, h, w = picture.shape
     ys, xs = torch.meshgrid(torch.arange(h, device=flow.device, dtype=flow.dtype),
                             torch.arange(w, device=flow.device, dtype=flow.dtype), indexing="ij")
-    gx = (xs + flow[:, 0]) * (2 / max(w - 1, 1)) - 1  # align_corners=True coordinates in [-1, 1]
-    gy = (ys + flow[:, 1]) * (2 / max(h - 1, 1)) - 1
+    px, py = xs + flow[:, 0], ys + flow[:, 1]  # (M, H, W)
+    if affine is not None:
+        a = affine.to(flow.dtype)[:, :, :, None, None]  # (M, 2, 3, 1, 1)
+        px, py = (a[:, 0, 0] * px + a[:, 0, 1] * py + a[:, 0, 2],
+                  a[:, 1, 0] * px + a[:, 1, 1] * py + a[:, 1, 2])
+    gx = px * (2 / max(w - 1, 1)) - 1  # align_corners=True coordinates in [-1, 1]
+    gy = py * (2 / max(h - 1, 1)) - 1
     return F.grid_sample(picture, torch.stack([gx, gy], dim=-1), mode=mode, padding_mode="border",
                          align_corners=True)

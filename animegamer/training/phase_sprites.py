@@ -62,6 +62,8 @@ class SpriteTensors:
     role: torch.Tensor  # long (M,)
     shot: torch.Tensor  # long (M,): index into the shots
     skipped: int  # shots whose re-plan did not match their row
+    body: torch.Tensor  # float32 (M, T, 2, 3): where each frame puts the body (``sprite_tracks.sprite_body``)
+    standing_body: torch.Tensor  # float32 (M, 2, 3)
 
 
 def _tracks(job: tuple[dict[str, Any], int, int]) -> list[SpriteTrack] | None:
@@ -90,7 +92,8 @@ def sprite_tensors(rows: list[dict[str, Any]], n_frames: int, workers: int = 2, 
                          torch.from_numpy(np.stack([t.standing for _, t in flat])),
                          torch.from_numpy(np.stack([t.offset for _, t in flat])),
                          torch.tensor([t.role for _, t in flat]), torch.tensor([i for i, _ in flat]),
-                         sum(r is None for r in results))
+                         sum(r is None for r in results), torch.from_numpy(np.stack([t.body for _, t in flat])),
+                         torch.from_numpy(np.stack([t.standing_body for _, t in flat])))
 
 
 def look_groups(standing: torch.Tensor) -> list[list[int]]:
@@ -124,7 +127,8 @@ class SpriteShots(torch.utils.data.Dataset):
         donor_shot = int(sp.shot[donor])
         return {"rgba": sp.rgba[i], "standing": sp.standing[i], "offset": sp.offset[i], "role": sp.role[i],
                 "s_a": self.s_a[shot], "motion_level": self.levels[shot], "donor_first": sp.rgba[donor, 0],
-                "donor_s_a": self.s_a[donor_shot], "donor_level": self.levels[donor_shot], "donor_role": sp.role[donor]}
+                "donor_s_a": self.s_a[donor_shot], "donor_level": self.levels[donor_shot], "donor_role": sp.role[donor],
+                "body": sp.body[i], "standing_body": sp.standing_body[i], "donor_last_body": sp.body[donor, -1]}
 
 
 def collate(items: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:

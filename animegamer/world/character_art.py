@@ -495,6 +495,19 @@ def _limb(img, a, b, c, col_up, col_lo, w, ot):
 
 
 # ---- the character ------------------------------------------------------------------
+def body_matrix(spec: CharacterSpec, pose: Pose, x: float, ground_y: float, scale: float) -> np.ndarray:
+    """(2, 3) float64: where ``draw_character`` puts the body frame (origin at the hips, y up, body units) on the
+    canvas: canvas point = M[:, :2] @ body point + M[:, 2]. The pose's lean, squash, bob and the lift that keeps
+    the lowest point on the ground are in it; the limbs and the head are drawn in this frame (the sprite animator
+    learns to move a whole body along it: ``world/sprite_tracks.py``)."""
+    H = float(scale) * spec.height
+    ot = max(1, int(H * 0.017 + 0.5))
+    Y = ground_y - H * (_lowest(_skeleton(pose), pose) + pose.bob) - ot     # the ink line rests on the ground too
+    c, s = _rot(pose.lean)
+    f, q = float(pose.facing), pose.squash
+    return np.array([[f * H * c, f * H * s * q, x], [H * s, -H * c * q, Y]])
+
+
 def draw_character(canvas: np.ndarray, spec: CharacterSpec, look: Look | None, pose: Pose, x: float,
                    ground_y: float, scale: float, water_y: float | None = None) -> None:
     """Draw one character in place on an HxWx3 uint8 RGB canvas.
@@ -513,10 +526,8 @@ def draw_character(canvas: np.ndarray, spec: CharacterSpec, look: Look | None, p
     ot = max(1, int(H * 0.017 + 0.5))
     img = canvas
     sk = _skeleton(pose)
-    Y = ground_y - H * (_lowest(sk, pose) + pose.bob) - ot     # the ink line rests on the ground too
-    c, s = _rot(pose.lean)
-    f, q = float(pose.facing), pose.squash
-    M = np.array([[f * H * c, f * H * s * q, x], [H * s, -H * c * q, Y]])
+    M = body_matrix(spec, pose, x, ground_y, scale)
+    q = pose.squash
     hs = HEAD_R
     ct, st = _rot(pose.head_tilt)
     hcb = sk[12]

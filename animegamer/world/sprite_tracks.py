@@ -20,7 +20,7 @@ import cv2
 import numpy as np
 
 from animegamer.world.cast import CharacterSpec, Look, load_cast
-from animegamer.world.character_art import draw_character
+from animegamer.world.character_art import body_matrix, draw_character
 from animegamer.world.motions import PAIR_GAP, ActorFrame, animate, animate_pair, motion_table
 from animegamer.world.pose import Pose
 from animegamer.world.sessions import TurnPlan, plan_session
@@ -46,6 +46,19 @@ class SpriteTrack:
     offset: np.ndarray  # float32 (T, 2): the feet's move from frame 0 in frame pixels (+x right, +y up); a pair's
     # partner's from PAIR_START_PX right of its subject (so its frame 1 on may step to its verb's gap)
     standing: np.ndarray  # uint8 (SPRITE_H, SPRITE_W, 4): the same character and look standing, front view
+    body: np.ndarray  # float32 (T, 2, 3): where each frame puts the body (``sprite_body``)
+    standing_body: np.ndarray  # float32 (2, 3): where the standing picture puts it
+
+
+def sprite_body(spec: CharacterSpec, pose: Pose) -> np.ndarray:
+    """float32 (2, 3): the body frame of ``draw_sprite``'s picture in canvas pixels (``character_art.body_matrix``
+    at the supersampled size, then the area downsampling's coordinates: a supersampled pixel u lands at
+    (u - (ss - 1) / 2) / ss). Two frames' matrices give the whole body's move between them (a lean to lying, a
+    sit's drop), which the sprite animator learns as one affine warp before its per-pixel flow."""
+    ss = SUPERSAMPLE
+    m = body_matrix(spec, pose, SPRITE_W * ss / 2, FEET_ROW * ss, SCALE_PX * ss)
+    m[:, 2] -= (ss - 1) / 2
+    return (m / ss).astype(np.float32)
 
 
 def draw_sprite(spec: CharacterSpec, look: Look | None, pose: Pose) -> np.ndarray:
@@ -85,8 +98,11 @@ def turn_tracks(turn: TurnPlan, cast: dict[str, CharacterSpec], n_frames: int, f
         role = 0 if len(tracks) == 1 else k + 1
         rgba = np.stack([draw_sprite(spec, actor.look, f.pose) for f in track])
         facing = track[0].pose.facing  # the partner of a pair faces the subject
-        stand = draw_sprite(spec, actor.look, Pose(head_turn=-0.15, facing=facing))
-        out.append(SpriteTrack(actor.name, role, rgba, _offsets(track, PAIR_START_PX if role == 2 else None), stand))
+        standing = Pose(head_turn=-0.15, facing=facing)
+        stand = draw_sprite(spec, actor.look, standing)
+        body = np.stack([sprite_body(spec, f.pose) for f in track])
+        out.append(SpriteTrack(actor.name, role, rgba, _offsets(track, PAIR_START_PX if role == 2 else None), stand,
+                               body, sprite_body(spec, standing)))
     return out
 
 
