@@ -418,9 +418,9 @@ class SpriteAnimator(nn.Module):
         aug_r = torch.full((b * t,), float(aug), device=sprite.device)
         drawn, offsets = [], []
         for i in range(0, b * t, chunk):
-            d, o, _ = self.frame(sprite_r[i:i + chunk], None if ref_r is None else ref_r[i:i + chunk], s_a_r[i:i + chunk],
-                              level_r[i:i + chunk], index[i:i + chunk], role_r[i:i + chunk], aug_r[i:i + chunk],
-                              mode=mode)
+            d, o, _ = self.frame(sprite_r[i:i + chunk], None if ref_r is None else ref_r[i:i + chunk],
+                                 s_a_r[i:i + chunk], level_r[i:i + chunk], index[i:i + chunk], role_r[i:i + chunk],
+                                 aug_r[i:i + chunk], mode=mode)
             drawn.append(d)
             offsets.append(o)
         return (torch.cat(drawn).reshape(b, t, 4, *sprite.shape[-2:]).clamp(0, 1),

@@ -501,8 +501,12 @@ def body_matrix(spec: CharacterSpec, pose: Pose, x: float, ground_y: float, scal
     the lowest point on the ground are in it; the limbs and the head are drawn in this frame (the sprite animator
     learns to move a whole body along it: ``world/sprite_tracks.py``)."""
     H = float(scale) * spec.height
-    ot = max(1, int(H * 0.017 + 0.5))
-    Y = ground_y - H * (_lowest(_skeleton(pose), pose) + pose.bob) - ot     # the ink line rests on the ground too
+    return _body_matrix(_skeleton(pose), pose, x, ground_y, H, max(1, int(H * 0.017 + 0.5)))
+
+
+def _body_matrix(sk, pose: Pose, x: float, ground_y: float, H: float, ot: int) -> np.ndarray:
+    """``body_matrix`` from the pose's skeleton, the character's pixel height and its outline width."""
+    Y = ground_y - H * (_lowest(sk, pose) + pose.bob) - ot     # the ink line rests on the ground too
     c, s = _rot(pose.lean)
     f, q = float(pose.facing), pose.squash
     return np.array([[f * H * c, f * H * s * q, x], [H * s, -H * c * q, Y]])
@@ -526,7 +530,7 @@ def draw_character(canvas: np.ndarray, spec: CharacterSpec, look: Look | None, p
     ot = max(1, int(H * 0.017 + 0.5))
     img = canvas
     sk = _skeleton(pose)
-    M = body_matrix(spec, pose, x, ground_y, scale)
+    M = _body_matrix(sk, pose, x, ground_y, H, ot)
     q = pose.squash
     hs = HEAD_R
     ct, st = _rot(pose.head_tilt)
