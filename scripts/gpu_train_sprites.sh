@@ -9,7 +9,7 @@
 # The repository's own weights (88 MB) are over what travels (64 MiB): take them out of the index for the call
 # (git rm -r -q --cached animegamer/weights; echo /animegamer/weights/ >> .git/info/exclude) and put them back
 # after (git reset -q; remove that line).
-# Usage: [SEED=1000 BATCH=64 LR=3e-4 EMA=0.999 DEVICE=cuda] bash scripts/gpu_train_sprites.sh SECONDS SESSIONS
+# Usage: [SEED=1000 BATCH=64 LR=3e-4 EMA=0.999 DEVICE=cuda NET={"mark_weight": 16}] bash scripts/gpu_train_sprites.sh SECONDS SESSIONS
 # Results under $OUT (or ./gpu_out): fp16 shards of at most 15 MB, config.json, log.jsonl, train.txt. Back here,
 # join them into a run that eval-drawn, pack --sprites and train sprites --init read:
 #   .venv/bin/python scripts/gpu_payload.py --join FILES_AT --out runs/sprites_gpu
@@ -23,7 +23,7 @@ BATCH="${BATCH:-64}"
 SEED="${SEED:-1000}"
 RUN="${RUN:-/tmp/sprites}"
 mkdir -p "$OUT"
-if compgen -G ".whl/*.whl" > /dev/null; then
+if [ ! -d /tmp/site/diffusers ] && compgen -G ".whl/*.whl" > /dev/null; then
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 fi
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
@@ -31,7 +31,7 @@ nvidia-smi --query-gpu=name,memory.total --format=csv 2>/dev/null | tee "$OUT/gp
 WORKERS=$(( $(nproc) > 2 ? $(nproc) - 1 : 1 ))
 PRECISION=bf16; [ "$DEVICE" = cpu ] && PRECISION=no
 "$PY" -m animegamer train sprites --render-sessions "$SESSIONS" --render-seed "$SEED" --render-workers "$WORKERS" \
-    --init .gpu/init --decoder .gpu/decoder --out "$RUN" --device "$DEVICE" --mixed-precision "$PRECISION" \
+    --init .gpu/init --decoder .gpu/decoder --out "$RUN" ${NET:+--net "$NET"} --device "$DEVICE" --mixed-precision "$PRECISION" \
     --batch-size "$BATCH" --lr "${LR:-3e-4}" --warmup-steps 100 --ema-decay "${EMA:-0.999}" --num-workers 4 \
     --save-every 100000 --log-every 50 --max-seconds "$SECONDS_TRAIN" --no-progress 2>&1 | tee "$OUT/train.txt"
 "$PY" - "$OUT" "$RUN" <<'PYEOF'

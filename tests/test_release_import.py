@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -536,3 +538,38 @@ def test_memory_estimate_is_printed_before_loading(release, converted, tmp_path,
                "num_key_value_heads": 8, "vocab_size": 32000}
     m = memory_estimate(mistral, decoder_preset("paper"))
     assert 13.5 < m["engine_gb"] < 15.5 and 6.0 < m["decoder_gb"] < 7.0
+
+
+# ---------------------------------------------------------------------- on a GPU (skipped where torch sees none)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
+def test_converted_model_plays_on_cuda_in_bf16(converted, tmp_path):
+    """The imported model on a GPU in bf16, as a user with the real weights would play it: two turns, saved,
+    reopened and played on; the game's decisions held to the CPU's (the shots only to their shape: the tiny
+    random network's pixels amplify bf16's rounding). ANIMEGAMER_CUDA_REPORT=FILE.json keeps the differences."""
+    cpu_game = Game.load(converted, store=tmp_path / "cpu")
+    cpu = cpu_game.new_session(["Qiqi"], seed=5)
+    cpu_turns = [cpu.step(CHARACTER), cpu.step("Character: Qiqi; Motion: slowly walk; Background: day town.")]
+    game = Game.load(converted, store=tmp_path / "saves", device="cuda", precision="bf16")
+    assert next(game.engine.parameters()).device.type == "cuda"
+    assert next(game.decoder.parameters()).device.type == "cuda"
+    session = game.new_session(["Qiqi"], seed=5)
+    turns = [session.step(CHARACTER), session.step("Character: Qiqi; Motion: slowly walk; Background: day town.")]
+    for turn in turns:
+        assert turn.frames.shape == (17, SHOT_H, SHOT_W, 3) and turn.frames.dtype == np.uint8
+        assert 1 <= turn.motion_level <= 5 and torch.isfinite(turn.s_a.float()).all()
+    again = Game.load(converted, store=tmp_path / "saves", device="cuda", precision="bf16").open_session(session.id)
+    assert again.states == session.states
+    assert again.step("Character: Qiqi; Motion: wave; Background: day town.").index == 2
+    report = {"device": torch.cuda.get_device_name(0),
+              "levels_cpu_fp32": [t.motion_level for t in cpu_turns],
+              "levels_cuda_bf16": [t.motion_level for t in turns],
+              "states_equal": [a.states == b.states for a, b in zip(cpu_turns, turns)],
+              "s_a_max_abs_diff": [float((a.s_a.float() - b.s_a.float().cpu()).abs().max())
+                                   for a, b in zip(cpu_turns, turns)],
+              "frames_mean_abs_diff_of_255": [float(np.abs(a.frames.astype(np.float32) - b.frames).mean())
+                                              for a, b in zip(cpu_turns, turns)]}
+    print("[release cuda bf16]", json.dumps(report))
+    if os.environ.get("ANIMEGAMER_CUDA_REPORT"):
+        Path(os.environ["ANIMEGAMER_CUDA_REPORT"]).write_text(json.dumps(report, indent=1))

@@ -2,6 +2,7 @@
 place, the network's start as a copy, learning a pose change, the run on disk, and `train sprites` on a world."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -51,10 +52,11 @@ from animegamer.world.sprite_tracks import (
     row_tracks,
     session_lengths,
     turn_tracks,
+    verb_marks,
 )
 from animegamer.world.stage_art import STANDING_FRACTION, character_sprite
 from animegamer.world.cast import load_cast
-from animegamer.training.phase_sprites import SpriteShots, SpriteTensors, init_state
+from animegamer.training.phase_sprites import SpriteShots, SpriteTensors, init_state, sprite_tensors
 from tiny_game import continuing_anchors, forbid_world_renderer, tiny_models
 
 torch.set_num_threads(1)
@@ -125,6 +127,60 @@ def test_in_training_the_body_moves_along_the_worlds_affine_and_the_head_learns_
     loss, logs = SpriteAnimator(SpriteAnimatorNet(sprite_animator_preset("tiny", standing_share=0.0,
                                                                          went_on_share=0.0)))(batch)
     assert logs["body_px"] > 2.5  # an untrained head stands still: ~3 px off on every drawn pixel
+
+
+def test_a_verbs_marks_are_found_apart_and_weigh_in_the_loss():
+    """``verb_marks``: a sleeper's zzz and an eater's food are where the picture differs from the same pose drawn
+    without them; a walker has none. With ``mark_weight`` an error on those pixels costs more."""
+    cast = load_cast()
+    (sleep,) = turn_tracks(_turn({"sleep"})[1], cast, 5, 8, 0.0)
+    (walk,) = turn_tracks(_turn({"walk"})[1], cast, 5, 8, 0.0)
+    assert sleep.marks.shape == (5, SPRITE_H, SPRITE_W) and sleep.marks.dtype == np.uint8
+    assert (sleep.marks > 64).sum(axis=(1, 2)).min() > 20 and not walk.marks.any()
+    marked = sleep.marks[2] > 64
+    assert (sleep.rgba[2][marked, 3] > 0).mean() > 0.9  # drawn pixels of the picture, not background
+    (eat,) = turn_tracks(_turn({"eat"})[1], cast, 17, 8, 0.0)
+    assert (eat.marks > 64).any(axis=(1, 2)).sum() > 8  # the food in the hand, in most frames
+    assert not verb_marks(cast[sleep.name], None, Pose(), sleep.rgba[0]).any()  # a bare pose: nothing to find
+    torch.manual_seed(0)
+    cfg = sprite_animator_preset("tiny", standing_share=0.0, went_on_share=0.0, aug_max=0.0)
+    batch = _batch(cfg)
+    marks = torch.zeros(batch["rgba"].shape[:4], dtype=torch.uint8)
+    marks[:, 1:, :4, -4:] = 255  # a mark in the corner the untrained network does not draw
+    batch["rgba"][:, 1:, :4, -4:] = 255
+    batch["marks"] = marks
+    losses = []
+    for weight in (0.0, 16.0):
+        torch.manual_seed(1)
+        model = SpriteAnimator(SpriteAnimatorNet(dataclasses.replace(cfg, mark_weight=weight)))
+        losses.append(model(batch)[1]["picture"])
+    assert losses[1] > 1.5 * losses[0]
+
+
+def test_from_standing_the_target_is_the_shot_drawn_from_phase_zero(tmp_path):
+    """``canonical_start``: tracks whose input does not show the shot's phase (standing, another shot's last frame)
+    are graded against the same shot drawn from phase 0; tracks from their own first frame against their own."""
+    world = tmp_path / "world"
+    render_dataset(RenderConfig(sessions=3, turns=2, seed=5, workers=1), world, progress=False)
+    rows = WorldDataset(world).rows
+    sprites = sprite_tensors(rows, 17, workers=1, progress=False, canonical=True)
+    assert sprites.canonical["rgba"].shape == sprites.rgba.shape
+    phases = [(int(r["session"]) * 7 + int(r["turn"])) % 10 for r in rows]
+    moved = [i for i, shot in enumerate(sprites.shot.tolist()) if phases[shot] and rows[shot]["motion"] != "fall"]
+    assert moved and any(not torch.equal(sprites.canonical["rgba"][i], sprites.rgba[i]) for i in moved)
+    item = SpriteShots(sprites, torch.zeros(len(rows), 2, 8), torch.full((len(rows),), 2))[0]
+    assert torch.equal(item["canonical_rgba"], sprites.canonical["rgba"][0])
+    cfg = sprite_animator_preset("tiny", canonical_start=True)
+    batch = _batch(cfg, 3)
+    batch |= {f"canonical_{k}": batch[k] + 1 for k in ("rgba", "offset", "body")}
+    unseen = torch.tensor([True, False, True])
+    got = SpriteAnimator(SpriteAnimatorNet(cfg)).targets(batch, unseen)
+    for key in ("rgba", "offset", "body"):
+        assert torch.equal(got[key][unseen], batch[f"canonical_{key}"][unseen])
+        assert torch.equal(got[key][~unseen], batch[key][~unseen])
+    off = sprite_animator_preset("tiny", canonical_start=False)
+    own = SpriteAnimator(SpriteAnimatorNet(off)).targets(batch, unseen)
+    assert torch.equal(own["rgba"], batch["rgba"])  # off: every track against its own shot
 
 
 def test_a_pair_gives_two_tracks_and_a_rendered_row_is_replanned(tmp_path):
@@ -231,8 +287,8 @@ def test_a_scene_that_goes_on_is_trained_from_the_networks_own_drawing_of_a_dono
     standing = torch.zeros(5, 4, 4, 4, dtype=torch.uint8)
     standing[3:] = 9  # tracks 0-2 one look, 3-4 another
     rgba = torch.arange(5, dtype=torch.uint8)[:, None, None, None, None].expand(5, 3, 4, 4, 4).clone()
-    sprites = SpriteTensors(rgba, standing, torch.zeros(5, 3, 2),
-                            torch.zeros(5, dtype=torch.long), torch.arange(5), 0, _still_body(5, 3), _still_body(5, 1)[:, 0])
+    sprites = SpriteTensors(rgba, standing, torch.zeros(5, 3, 2), torch.zeros(5, dtype=torch.long), torch.arange(5),
+                            0, _still_body(5, 3), _still_body(5, 1)[:, 0], torch.zeros(5, 3, 4, 4, dtype=torch.uint8))
     shots = SpriteShots(sprites, torch.zeros(5, 2, 8), torch.full((5,), 2))
     for i, look in enumerate([{0, 1, 2}] * 3 + [{3, 4}] * 2):
         donors = {int(shots[i]["donor_first"][0, 0, 0]) for _ in range(20)}  # a track's pictures hold its index
@@ -362,6 +418,35 @@ def test_a_turn_draws_who_acts_holds_the_others_and_goes_on_from_its_last_frame(
     assert EDGE * 60 <= after.actors[1].x <= (1 - EDGE) * 60
     frames2, _ = draw_turn(animator, stage, after, ["Qiqi", "Ren"], s_a, 3, refs, pair=True)
     np.testing.assert_allclose(frames2[0].astype(int), frames[-1].astype(int), atol=1)  # the next turn goes on from it
+
+
+def test_an_animator_that_draws_frame_0_draws_a_scene_that_starts_in_the_verbs_pose(monkeypatch):
+    """``first_frame``: trained at index 0 too; in play a scene the stage stood starts with who acts drawn at frame 0
+    (not standing as the stage stood them), and a scene that goes on starts from what the player saw last."""
+    torch.manual_seed(0)
+    cfg = sprite_animator_preset("tiny", first_frame=True, standing_share=1.0, went_on_share=0.0)
+    model = SpriteAnimator(SpriteAnimatorNet(cfg))
+    seen, real = [], model.frame
+    monkeypatch.setattr(model, "frame", lambda *a, **k: (seen.append(a[4]), real(*a, **k))[1])
+    model(_batch(cfg, 8))
+    assert 0 in torch.cat(seen).tolist()
+    with pytest.raises(ValueError, match="first_frame"):
+        _animator(first_frame=False).draw(*[torch.zeros(1, 4, 16, 16)] * 2, torch.zeros(1, 3, 16), torch.tensor([3]),
+                         torch.tensor([0]), start=0)
+    stage = _stage()
+    animator = _animator(first_frame=True)
+
+    def draw(sprite, reference, s_a, level, role, start=1, **kw):  # a white sprite where the character stands
+        t = animator.config.frames - start
+        return torch.ones(1, t, 4, *sprite.shape[-2:]) * (sprite[:, None, 3:] > 0.5), torch.zeros(1, t, 2)
+    monkeypatch.setattr(animator, "draw", draw)
+    scene = start_scene(stage, "meadow", "day", ["Qiqi"], stage.sprites, pair=False)
+    s_a = torch.zeros(3, animator.config.cond_dim)
+    refs = {"Qiqi": cutout_canvas(stage.sprites["Qiqi"], stage.standing * 40)}
+    starts, _ = draw_turn(animator, stage, scene, ["Qiqi"], s_a, 3, refs, pair=False, starts=True)
+    goes_on, _ = draw_turn(animator, stage, scene, ["Qiqi"], s_a, 3, refs, pair=False)
+    assert np.array_equal(goes_on[0], scene_frame(stage, scene))  # frame 0: the scene as the player saw it
+    assert not np.array_equal(starts[0], goes_on[0]) and np.array_equal(starts[0], starts[1])  # drawn, white
 
 
 def test_two_who_do_a_verb_of_one_each_do_it_apart_and_a_pair_acts_as_subject_and_partner(monkeypatch):

@@ -171,14 +171,16 @@ def _canonical_facing(role: int) -> int:
 
 def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, acting: list[str], s_a: torch.Tensor,
               level: int, references: dict[str, np.ndarray], first: np.ndarray | None = None, *,
-              pair: bool) -> tuple[np.ndarray, LayeredScene]:
+              pair: bool, starts: bool = False) -> tuple[np.ndarray, LayeredScene]:
     """uint8 (T, H, W, 3): frame 0 the scene as it stands, frames 1..T-1 with each of ``acting`` drawn by the
     animator from ``s_a`` (N, D) and ``level``, and from its reference cut-out on the canvas, facing right
     (``references``: name -> ``cutout_canvas``); and the scene after the turn. ``first``: ``scene_frame`` of
     the scene, where the caller composed it already. ``pair``: the verb is one of two (a hug, a talk): two
     acting are blocked and drawn as its subject and partner; otherwise each acts alone. Where the first of ``acting``
     travels, the camera follows it across the place's wide picture (easing it to just behind the view's
-    middle, as the world's follow camera keeps a runner); otherwise the camera stays."""
+    middle, as the world's follow camera keeps a runner); otherwise the camera stays. ``starts``: the scene
+    starts here (the stage stood it); an animator trained to draw frame 0 (``first_frame``) then draws who acts
+    already in the verb's pose at frame 0, as a world shot starts, not standing as the stage stood them."""
     view = stage.places[(scene.place, scene.time)]
     h, w = stage.size
     ground = view.ground * h
@@ -188,6 +190,7 @@ def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, actin
     width = place_width(stage, scene.place, scene.time)
     lo, hi = EDGE * w, width - EDGE * w
     acts = {name: role for name, role in zip(acting, roles(len(acting), pair))}
+    start = 0 if starts and animator.config.first_frame else 1
     sprites, feet, after = [], [], []
     for actor in scene.actors:
         if actor.name not in acts:
@@ -197,10 +200,10 @@ def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, actin
             continue
         role = acts[actor.name]
         ref = references[actor.name]
-        drawn, xs, lift = _animate(animator, actor, role, s_a, level, ref)
+        drawn, xs, lift = _animate(animator, actor, role, s_a, level, ref, start)
         if not lo <= xs[-1] <= hi:  # it would leave the view: it turns round and goes the other way
             actor = replace(actor, sprite=actor.sprite[:, ::-1].copy(), facing=-actor.facing)
-            drawn2, xs2, lift2 = _animate(animator, actor, role, s_a, level, ref)
+            drawn2, xs2, lift2 = _animate(animator, actor, role, s_a, level, ref, start)
             if abs(np.clip(xs2[-1], lo, hi) - xs2[-1]) < abs(np.clip(xs[-1], lo, hi) - xs[-1]):
                 drawn, xs, lift = drawn2, xs2, lift2
             else:
@@ -221,7 +224,8 @@ def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, actin
     order = [i for i, a in enumerate(scene.actors) if a.name not in acts] + \
             [i for i, a in enumerate(scene.actors) if a.name in acts]
     frames = _shot(view, [sprites[i] for i in order], [feet[i] for i in order], camera)
-    frames[0] = frame0
+    if start:  # frame 0 is what the player saw last; drawn from 0, it is the drawing
+        frames[0] = frame0
     return frames, LayeredScene(scene.place, scene.time, [after[i] for i in order], float(camera[-1]))
 
 
@@ -241,9 +245,10 @@ def follow(x: np.ndarray, camera: float, w: int, width: int) -> np.ndarray:
 
 @torch.no_grad()
 def _animate(animator: SpriteAnimator, actor: ActorLayer, role: int, s_a: torch.Tensor, level: int,
-             reference: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """-> the sprites (T, H, W, 4) in [0, 1] as seen (frame 0 the actor's own), the feet's column (T,) and lift
-    (T,) in pixels. ``reference``: the character's cut-out on the canvas, facing right."""
+             reference: np.ndarray, start: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """-> the sprites (T, H, W, 4) in [0, 1] as seen (frame 0 the actor's own, or with ``start`` 0 drawn), the
+    feet's column (T,) and lift (T,) in pixels. ``reference``: the character's cut-out on the canvas, facing
+    right."""
     canonical = _canonical_facing(role)
     mirror = actor.facing != canonical
     source = actor.sprite[:, ::-1] if mirror else actor.sprite
@@ -252,9 +257,11 @@ def _animate(animator: SpriteAnimator, actor: ActorLayer, role: int, s_a: torch.
     dev = next(animator.parameters()).device
     frames, offsets = animator.draw(first.to(dev), to_unit(torch.from_numpy(np.ascontiguousarray(ref)))[None].to(dev),
                                     s_a[None].float().to(dev), torch.tensor([level], device=dev),
-                                    torch.tensor([role], device=dev))
-    frames = torch.cat([first.to(dev), frames[0]]).permute(0, 2, 3, 1).cpu().numpy()  # (T, H, W, 4)
-    offsets = np.concatenate([np.zeros((1, 2), np.float32), offsets[0].cpu().numpy()])  # (T, 2), +x the way drawn
+                                    torch.tensor([role], device=dev), start=start)
+    frames = torch.cat([first.to(dev), frames[0]]) if start else frames[0]
+    frames = frames.permute(0, 2, 3, 1).cpu().numpy()  # (T, H, W, 4)
+    offsets = offsets[0].cpu().numpy()
+    offsets = np.concatenate([np.zeros((1, 2), np.float32), offsets]) if start else offsets - offsets[:1]
     if mirror:
         frames = frames[:, :, ::-1]
         offsets[:, 0] = -offsets[:, 0]

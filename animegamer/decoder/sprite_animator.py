@@ -79,6 +79,10 @@ class SpriteAnimatorConfig:
     mask_bias: float = -3.0  # the mask starts nearly closed: the untrained network copies its input
     # training
     moving_weight: float = 4.0  # extra weight on canvas pixels that differ from the input (the pose change)
+    # extra weight on the verb's marks (food in the hand, a book, zzz, notes, hearts, sparkles: a few dozen pixels
+    # of 6400 that name the verb; weighed as any moving pixel, they were painted faintly or not at all:
+    # docs/layers.md, "The verb's marks")
+    mark_weight: float = 16.0
     offset_weight: float = 1.0
     body_weight: float = 1.0  # the body warp's error (pixels over the drawn body, in offset_scale units)
     # in training the input and the reference are moved along where the world put the body (its exact affine),
@@ -93,6 +97,16 @@ class SpriteAnimatorConfig:
     # pose into every later turn (a sitter's blurred head stayed for 40 turns, docs/layers.md)
     went_on_share: float = 0.3
     frames_per_track: int = 4  # frames drawn per track and training step
+    # from the character standing or another shot's last frame, graded against the shot drawn from phase 0: those
+    # inputs do not show where in its cycle the world began the shot (a walker's stride, when a dancer turns), so
+    # against the shot's own phase the target is an average over phases, and L1 draws the average (a dancer
+    # smeared across her turn). From phase 0 there is one motion to learn. Needs the tracks at phase 0
+    # (``phase_sprites.sprite_tensors(canonical=True)``); only training reads it
+    canonical_start: bool = True
+    # frame 0 is drawn too (trained at index 0): a scene that starts shows its characters already in the verb's
+    # pose at frame 0, as the world's shots start, instead of the stage's standing cut-out, whose jump to the pose
+    # at frame 1 read as one or two levels more motion than asked (docs/layers.md)
+    first_frame: bool = True
 
     def __post_init__(self) -> None:
         self.channels = tuple(int(c) for c in self.channels)
@@ -303,7 +317,8 @@ class SpriteAnimator(nn.Module):
         if meta.get("format") != FORMAT:
             raise ValueError(f"{d}: not a sprite animator (format {meta.get('format')!r})")
         model = cls(SpriteAnimatorNet(SpriteAnimatorConfig.from_dict(
-            {"reference": False, "reference_warp": False, "body_warp": False, **meta["net"]})))
+            {"reference": False, "reference_warp": False, "body_warp": False, "canonical_start": False,
+             "first_frame": False, **meta["net"]})))
         model.load_state_dict({k: v.float() for k, v in load_safetensors(d / WEIGHTS_NAME).items()})
         return model.to(device).eval()
 
@@ -340,21 +355,24 @@ class SpriteAnimator(nn.Module):
         motion_level (B,), role (B,), and a donor shot of the same character and look (``donor_first`` uint8
         (B, H, W, 4), ``donor_s_a``, ``donor_level``, ``donor_role``); with ``body_warp`` where the world put the
         body (``body`` (B, T, 2, 3), ``standing_body`` (B, 2, 3), ``donor_last_body`` (B, 2, 3):
-        ``world/sprite_tracks.sprite_body``). ``frames_per_track`` random frames of each track are drawn and
+        ``world/sprite_tracks.sprite_body``); with ``mark_weight`` ``marks`` uint8 (B, T, H, W)
+        (``sprite_tracks.verb_marks``). ``frames_per_track`` random frames of each track are drawn and
         graded, from the track's frame 0, the character standing (``standing_share``) or the network's own drawing
         of the donor's last frame (``went_on_share``)."""
         cfg = self.config
         rgba, dev = batch["rgba"], batch["rgba"].device
         b, k = rgba.shape[0], cfg.frames_per_track
-        index = torch.stack([torch.randperm(cfg.frames - 1, device=dev)[:k] + 1 for _ in range(b)])  # (B, K)
+        first = 0 if cfg.first_frame else 1
+        index = torch.stack([torch.randperm(cfg.frames - first, device=dev)[:k] + first for _ in range(b)])  # (B, K)
         track = torch.arange(b, device=dev)[:, None].expand(b, k)
-        target = to_unit(rgba[track, index]).flatten(0, 1)  # (BK, 4, H, W)
-        offset_true = batch["offset"][track, index].float().flatten(0, 1)  # (BK, 2)
         reference = to_unit(batch["standing"])
         pick = torch.rand(b, device=dev)
         standing = pick < cfg.standing_share
-        source = torch.where(standing[:, None, None, None], reference, to_unit(rgba[:, 0]))
         went_on = (pick >= cfg.standing_share) & (pick < cfg.standing_share + cfg.went_on_share)
+        truths = self.targets(batch, standing | went_on)
+        target = to_unit(truths["rgba"][track, index]).flatten(0, 1)  # (BK, 4, H, W)
+        offset_true = truths["offset"][track, index].float().flatten(0, 1)  # (BK, 2)
+        source = torch.where(standing[:, None, None, None], reference, to_unit(rgba[:, 0]))
         if went_on.any():
             source = source.clone()
             source[went_on] = self.went_on_input(batch, reference, went_on)
@@ -364,7 +382,7 @@ class SpriteAnimator(nn.Module):
         source_r = rep(source)
         truth = None
         if cfg.body_warp:  # where the world put the body: from the input's pose and the reference's to this frame
-            body_t = batch["body"][track, index].flatten(0, 1)  # (BK, 2, 3)
+            body_t = truths["body"][track, index].flatten(0, 1)  # (BK, 2, 3)
             source_body = torch.where(standing[:, None, None], batch["standing_body"], batch["body"][:, 0])
             source_body = torch.where(went_on[:, None, None], batch["donor_last_body"], source_body)
             truth = (true_affine(rep(source_body), body_t), true_affine(rep(batch["standing_body"]), body_t))
@@ -374,6 +392,8 @@ class SpriteAnimator(nn.Module):
                                             body=truth if cfg.true_body else None)
         moving = ((target - source_r).abs().amax(dim=1, keepdim=True) > 0.05).float()
         weight = 1 + cfg.moving_weight * moving
+        if cfg.mark_weight and "marks" in truths:
+            weight = weight + cfg.mark_weight * truths["marks"][track, index].flatten(0, 1)[:, None].float() / 255
         weight = weight / weight.mean(dim=(1, 2, 3), keepdim=True)
         picture = ((drawn - target).abs() * weight).mean()
         copy = ((source_r - target).abs() * weight).mean()  # what copying the input would cost: learning is the gap
@@ -387,6 +407,17 @@ class SpriteAnimator(nn.Module):
             loss = loss + cfg.body_weight * body / cfg.offset_scale
             logs["body_px"] = float(body.detach())
         return loss, {"loss": float(loss.detach()), **logs}
+
+    def targets(self, batch: dict[str, torch.Tensor], unseen: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Per track, the frames it is graded against (``rgba``, ``offset``, ``body``, ``marks``): the shot's own,
+        or with ``canonical_start``, for the tracks ``unseen`` (bool (B,): the input is the character standing or
+        another shot's last frame, which do not show where in its cycle the shot began), the same shot drawn
+        from phase 0 (the batch's ``canonical_*``)."""
+        own = {key: batch[key] for key in ("rgba", "offset", "body", "marks") if key in batch}
+        if not (self.config.canonical_start and "canonical_rgba" in batch):
+            return own
+        return {key: torch.where(unseen.view(-1, *[1] * (value.dim() - 1)), batch[f"canonical_{key}"], value)
+                for key, value in own.items()}
 
     @torch.no_grad()
     def went_on_input(self, batch: dict[str, torch.Tensor], reference: torch.Tensor,
@@ -404,14 +435,17 @@ class SpriteAnimator(nn.Module):
     @torch.no_grad()
     def draw(self, sprite: torch.Tensor, reference: torch.Tensor | None, s_a: torch.Tensor, level: torch.Tensor,
              role: torch.Tensor, aug: float = 0.0, mode: str = "bicubic",
-             chunk: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+             chunk: int = 16, start: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
         """sprite and the character's reference cut-out (B, 4, H, W) in [0, 1] (premultiplied RGBA, facing as the
-        role's track: right, a pair's partner left), s_a (B, N, D), level (B,), role (B,) -> frames 1..T-1
-        (B, T-1, 4, H, W) in [0, 1] and the feet's move from frame 0 (B, T-1, 2) in pixels. Deterministic: a
-        character's verb at an adverb has one motion in the world."""
+        role's track: right, a pair's partner left), s_a (B, N, D), level (B,), role (B,) -> frames start..T-1
+        (B, T', 4, H, W) in [0, 1] and the feet's move from frame 0 (B, T', 2) in pixels (``start`` 0: frame 0
+        drawn too, for an animator trained to, ``first_frame``). Deterministic: a character's verb at an adverb has
+        one motion in the world."""
         cfg = self.config
-        b, t = sprite.shape[0], cfg.frames - 1
-        index = torch.arange(1, cfg.frames, device=sprite.device).repeat(b)  # (B*T',)
+        if not (start == 1 or (start == 0 and cfg.first_frame)):
+            raise ValueError(f"draw(start={start}): frames from 1, or from 0 for an animator trained with first_frame")
+        b, t = sprite.shape[0], cfg.frames - start
+        index = torch.arange(start, cfg.frames, device=sprite.device).repeat(b)  # (B*T',)
         rep = lambda x: x.repeat_interleave(t, dim=0)  # noqa: E731
         sprite_r, s_a_r, level_r, role_r = rep(sprite), rep(s_a.float()), rep(level.long()), rep(role.long())
         ref_r = rep(reference) if self.config.reference else None

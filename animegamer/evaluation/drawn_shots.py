@@ -157,17 +157,18 @@ def evaluate(animator: SpriteAnimator, decoder_dir: Path, data: str | Path, n: i
             ActorLayer(tr.name, tr.rgba[0], a.x, -1 if tr.role == 2 else 1) for tr, a in zip(tracks, staged.actors)],
             staged.camera)
 
-        def drawn(scene: LayeredScene, turn: dict = row) -> tuple[np.ndarray, LayeredScene]:
-            """play's drawing of ``turn``'s verb: s_a from the frame it starts from"""
+        def drawn(scene: LayeredScene, turn: dict = row, starts: bool = False) -> tuple[np.ndarray, LayeredScene]:
+            """play's drawing of ``turn``'s verb: s_a from the frame it starts from (``starts``: as play draws a
+            scene the stage stood)"""
             s_a_drawn = parts.encode(frames_from_uint8(scene_frame(stage, scene))[None], [turn["motion_text"]])[0]
             return draw_turn(animator, stage, scene, names, s_a_drawn, int(turn["motion_level"]), references,
-                             pair=acts_as_pair(names, turn["motion"]))
+                             pair=acts_as_pair(names, turn["motion"]), starts=starts)
 
         def went_on(hops: int) -> np.ndarray:
             scene = staged
-            for other in others[:hops]:
-                scene = drawn(scene, other)[1]
-            return drawn(scene)[0]
+            for k, other in enumerate(others[:hops]):
+                scene = drawn(scene, other, starts=k == 0)[1]
+            return drawn(scene, starts=not others[:hops])[0]
 
         feet = [np.stack([a.x + tr.offset[:, 0], ground - tr.offset[:, 1]], axis=1)
                 for tr, a in zip(tracks, first.actors)]
@@ -178,7 +179,7 @@ def evaluate(animator: SpriteAnimator, decoder_dir: Path, data: str | Path, n: i
             "oracle": layered_shot(view, [tr.rgba / 255.0 for tr in tracks], feet,
                                    camera if view.wide is not None else None),
             "still": np.repeat(scene_frame(stage, staged)[None], t, 0),
-            "drawn_standing": drawn(staged)[0],
+            "drawn_standing": drawn(staged, starts=True)[0],
             "drawn_first": drawn(first)[0],
             "went_on_1": went_on(1),
             "went_on_4": went_on(4),

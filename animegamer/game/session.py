@@ -465,7 +465,7 @@ class Game:
         drawn = self.decoder.draw_from_frame(s_a, seen)  # s_a's visual part: the frame it starts from, as in training
         references = {c: cutout_canvas(self._sprite(c), stage.standing * stage.size[0]) for c in named}
         frames, after = draw_turn(self.decoder.animator, stage, scene, named, drawn, level, references, first,
-                                  pair=pair)
+                                  pair=pair, starts=staged)
         if frames.shape[1:3] != (h, w):
             frames = np.stack([cv2.resize(f, (w, h), interpolation=cv2.INTER_AREA) for f in frames])
         return frames, after, drawn, staged

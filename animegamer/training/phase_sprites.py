@@ -64,36 +64,48 @@ class SpriteTensors:
     skipped: int  # shots whose re-plan did not match their row
     body: torch.Tensor  # float32 (M, T, 2, 3): where each frame puts the body (``sprite_tracks.sprite_body``)
     standing_body: torch.Tensor  # float32 (M, 2, 3)
+    marks: torch.Tensor  # uint8 (M, T, H, W): the verb's marks (``sprite_tracks.verb_marks``)
+    # the same tracks drawn from phase 0 (``SpriteAnimatorConfig.canonical_start``): rgba, offset, body, marks
+    canonical: dict[str, torch.Tensor] | None = None
 
 
-def _tracks(job: tuple[dict[str, Any], int, int]) -> list[SpriteTrack] | None:
-    row, n_turns, n_frames = job
+def _tracks(job: tuple[dict[str, Any], int, int, bool]) -> list[tuple[SpriteTrack, SpriteTrack | None]] | None:
+    row, n_turns, n_frames, canonical = job
     torch.set_num_threads(1)
     try:
-        return row_tracks(row, n_turns, n_frames)
+        own = row_tracks(row, n_turns, n_frames)
+        at_zero = row_tracks(row, n_turns, n_frames, phase=0.0) if canonical else [None] * len(own)
+        return list(zip(own, at_zero))
     except ValueError:
         return None
 
 
-def sprite_tensors(rows: list[dict[str, Any]], n_frames: int, workers: int = 2, progress: bool = True) -> SpriteTensors:
-    """The sprite tracks of every row (``world/sprite_tracks.row_tracks``), spread over ``workers`` processes."""
+def _stack(tracks: list[SpriteTrack], field: str) -> torch.Tensor:
+    return torch.from_numpy(np.stack([getattr(t, field) for t in tracks]))
+
+
+def sprite_tensors(rows: list[dict[str, Any]], n_frames: int, workers: int = 2, progress: bool = True,
+                   canonical: bool = False) -> SpriteTensors:
+    """The sprite tracks of every row (``world/sprite_tracks.row_tracks``), spread over ``workers`` processes;
+    with ``canonical`` also each drawn from phase 0 (twice the drawing and the memory)."""
     lengths = session_lengths(rows)
-    jobs = [(r, lengths[(int(r["seed"]), int(r["session"]))], n_frames) for r in rows]
+    jobs = [(r, lengths[(int(r["seed"]), int(r["session"]))], n_frames, canonical) for r in rows]
     bar = dict(total=len(jobs), desc="sprites", disable=not progress)
     if workers <= 1:
         results = [_tracks(j) for j in tqdm(jobs, **bar)]
     else:
         with mp.get_context("spawn").Pool(workers) as pool:
             results = list(tqdm(pool.imap(_tracks, jobs, chunksize=8), **bar))
-    flat = [(i, t) for i, ts in enumerate(results) if ts for t in ts]
+    flat = [(i, pair) for i, pairs in enumerate(results) if pairs for pair in pairs]
     if not flat:
         raise ValueError("no sprite tracks: no row could be re-planned from its seed")
-    return SpriteTensors(torch.from_numpy(np.stack([t.rgba for _, t in flat])),
-                         torch.from_numpy(np.stack([t.standing for _, t in flat])),
-                         torch.from_numpy(np.stack([t.offset for _, t in flat])),
-                         torch.tensor([t.role for _, t in flat]), torch.tensor([i for i, _ in flat]),
-                         sum(r is None for r in results), torch.from_numpy(np.stack([t.body for _, t in flat])),
-                         torch.from_numpy(np.stack([t.standing_body for _, t in flat])))
+    own = [pair[0] for _, pair in flat]
+    at_zero = [pair[1] for _, pair in flat] if canonical else []
+    return SpriteTensors(_stack(own, "rgba"), _stack(own, "standing"), _stack(own, "offset"),
+                         torch.tensor([t.role for t in own]), torch.tensor([i for i, _ in flat]),
+                         sum(r is None for r in results), _stack(own, "body"), _stack(own, "standing_body"),
+                         _stack(own, "marks"),
+                         {f: _stack(at_zero, f) for f in ("rgba", "offset", "body", "marks")} if canonical else None)
 
 
 def look_groups(standing: torch.Tensor) -> list[list[int]]:
@@ -125,10 +137,12 @@ class SpriteShots(torch.utils.data.Dataset):
         sp, shot = self.sprites, int(self.sprites.shot[i])
         donor = int(self.rng.choice(self.group_of[i]))
         donor_shot = int(sp.shot[donor])
+        canonical = {f"canonical_{k}": v[i] for k, v in sp.canonical.items()} if sp.canonical else {}
         return {"rgba": sp.rgba[i], "standing": sp.standing[i], "offset": sp.offset[i], "role": sp.role[i],
                 "s_a": self.s_a[shot], "motion_level": self.levels[shot], "donor_first": sp.rgba[donor, 0],
                 "donor_s_a": self.s_a[donor_shot], "donor_level": self.levels[donor_shot], "donor_role": sp.role[donor],
-                "body": sp.body[i], "standing_body": sp.standing_body[i], "donor_last_body": sp.body[donor, -1]}
+                "body": sp.body[i], "standing_body": sp.standing_body[i], "donor_last_body": sp.body[donor, -1],
+                "marks": sp.marks[i], **canonical}
 
 
 def collate(items: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -162,7 +176,8 @@ def run(args: argparse.Namespace) -> int:
     s_a = compute_s_a(parts, shots, progress=cfg.progress)
     overrides = json.loads(args.net) if args.net else {}
     net_cfg = sprite_animator_preset("tiny" if args.preset == "tiny" else "default", **overrides)
-    sprites = sprite_tensors(shots.rows, shots.frames.shape[1], args.render_workers, cfg.progress)
+    sprites = sprite_tensors(shots.rows, shots.frames.shape[1], args.render_workers, cfg.progress,
+                             canonical=net_cfg.canonical_start)
     if args.preset == "tiny":  # the tiny net on the world's real sprites: only the shapes change
         net_cfg = dataclasses.replace(net_cfg, frames=sprites.rgba.shape[1], height=sprites.rgba.shape[2],
                                       width=sprites.rgba.shape[3], cond_dim=s_a.shape[-1])

@@ -13,7 +13,7 @@ white differ), untinted: the place's light is applied when a sprite is pasted in
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import cv2
@@ -48,6 +48,7 @@ class SpriteTrack:
     standing: np.ndarray  # uint8 (SPRITE_H, SPRITE_W, 4): the same character and look standing, front view
     body: np.ndarray  # float32 (T, 2, 3): where each frame puts the body (``sprite_body``)
     standing_body: np.ndarray  # float32 (2, 3): where the standing picture puts it
+    marks: np.ndarray  # uint8 (T, SPRITE_H, SPRITE_W): how much each pixel is the verb's marks (``verb_marks``)
 
 
 def sprite_body(spec: CharacterSpec, pose: Pose) -> np.ndarray:
@@ -73,6 +74,18 @@ def draw_sprite(spec: CharacterSpec, look: Look | None, pose: Pose) -> np.ndarra
     alpha = np.clip(255.0 - (white - black).max(-1), 0, 255)
     small = cv2.resize(np.dstack([black, alpha]), (SPRITE_W, SPRITE_H), interpolation=cv2.INTER_AREA)
     return np.clip(small.round(), 0, 255).astype(np.uint8)
+
+
+def verb_marks(spec: CharacterSpec, look: Look | None, pose: Pose, rgba: np.ndarray) -> np.ndarray:
+    """uint8 (SPRITE_H, SPRITE_W): where ``rgba`` (``draw_sprite``'s picture of ``pose``) differs from the same pose
+    drawn without its held item (food, a book) and its effect (zzz, notes, hearts, sparkles, sweat, dust): the
+    marks that name an eater, a sleeper or a singer in a few pixels, which the animator's loss weighs apart
+    (``SpriteAnimatorConfig.mark_weight``). A broom stays: it is drawn with the body it carries."""
+    item = pose.item if pose.item == "broom" else "none"
+    if item == pose.item and pose.effect == "none":
+        return np.zeros(rgba.shape[:2], np.uint8)
+    bare = draw_sprite(spec, look, replace(pose, item=item, effect="none"))
+    return np.abs(rgba.astype(np.int16) - bare.astype(np.int16)).max(-1).astype(np.uint8)
 
 
 def _offsets(track: list[ActorFrame], start: float | None = None) -> np.ndarray:
@@ -101,16 +114,18 @@ def turn_tracks(turn: TurnPlan, cast: dict[str, CharacterSpec], n_frames: int, f
         standing = Pose(head_turn=-0.15, facing=facing)
         stand = draw_sprite(spec, actor.look, standing)
         body = np.stack([sprite_body(spec, f.pose) for f in track])
+        marks = np.stack([verb_marks(spec, actor.look, f.pose, picture) for f, picture in zip(track, rgba)])
         out.append(SpriteTrack(actor.name, role, rgba, _offsets(track, PAIR_START_PX if role == 2 else None), stand,
-                               body, sprite_body(spec, standing)))
+                               body, sprite_body(spec, standing), marks))
     return out
 
 
 def row_tracks(row: dict[str, Any], n_turns: int, n_frames: int = 17, fps: float = 8,
-               cast_file: str | None = None) -> list[SpriteTrack]:
+               cast_file: str | None = None, phase: float | None = None) -> list[SpriteTrack]:
     """The sprite tracks of a rendered world turn (a ``turns.jsonl`` row of a session of ``n_turns`` turns),
-    re-planned from its seed as ``shot.render_session`` planned and rendered it. Raises ValueError if the plan
-    does not give the row's action (a row of another cast or world version)."""
+    re-planned from its seed as ``shot.render_session`` planned and rendered it (``phase``: another start in the
+    motion's cycle, radians; None: the shot's own). Raises ValueError if the plan does not give the row's action
+    (a row of another cast or world version)."""
     plan = plan_session(int(row["seed"]), int(row["session"]), n_turns, row.get("split"), cast_file)
     if not 0 <= int(row["turn"]) < len(plan.turns):
         raise ValueError(f"turn {row['turn']} of session {row['session']}: the plan has {len(plan.turns)} turns")
@@ -119,7 +134,8 @@ def row_tracks(row: dict[str, Any], n_turns: int, n_frames: int = 17, fps: float
     if (a.verb, a.adverb, list(a.characters)) != (row["motion"], row["adverb"], list(row["characters"])):
         raise ValueError(f"session {row['session']} turn {row['turn']}: re-planned {a.verb} {a.adverb} "
                          f"{list(a.characters)}, the row says {row['motion']} {row['adverb']} {row['characters']}")
-    phase = (int(row["session"]) * 7 + int(row["turn"])) % 10 / 10  # shot.render_session's
+    if phase is None:
+        phase = (int(row["session"]) * 7 + int(row["turn"])) % 10 / 10  # shot.render_session's
     return turn_tracks(turn, load_cast(cast_file), n_frames, fps, phase)
 
 
