@@ -43,7 +43,7 @@ from animegamer.training.action_parts import (
     train_shots,
 )
 from animegamer.training.loop import TrainConfig, train
-from animegamer.world.sprite_tracks import SpriteTrack, row_tracks, session_lengths
+from animegamer.world.sprite_tracks import SpriteTrack, row_tracks, session_lengths, shot_phase
 
 PRESETS: dict[str, TrainConfig] = {
     "tiny": TrainConfig(steps=4, batch_size=2, lr=1e-3, warmup_steps=1, log_every=2, save_every=2, ema_decay=0.0),
@@ -74,7 +74,10 @@ def _tracks(job: tuple[dict[str, Any], int, int, bool]) -> list[tuple[SpriteTrac
     torch.set_num_threads(1)
     try:
         own = row_tracks(row, n_turns, n_frames)
-        at_zero = row_tracks(row, n_turns, n_frames, phase=0.0) if canonical else [None] * len(own)
+        if not canonical:
+            return [(track, None) for track in own]
+        # a shot the world began at phase 0 is its own canonical track: not drawn twice
+        at_zero = own if shot_phase(row) == 0.0 else row_tracks(row, n_turns, n_frames, phase=0.0)
         return list(zip(own, at_zero))
     except ValueError:
         return None

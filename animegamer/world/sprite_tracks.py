@@ -120,6 +120,11 @@ def turn_tracks(turn: TurnPlan, cast: dict[str, CharacterSpec], n_frames: int, f
     return out
 
 
+def shot_phase(row: dict[str, Any]) -> float:
+    """The phase (radians) ``shot.render_session`` animated a rendered world turn at."""
+    return (int(row["session"]) * 7 + int(row["turn"])) % 10 / 10
+
+
 def row_tracks(row: dict[str, Any], n_turns: int, n_frames: int = 17, fps: float = 8,
                cast_file: str | None = None, phase: float | None = None) -> list[SpriteTrack]:
     """The sprite tracks of a rendered world turn (a ``turns.jsonl`` row of a session of ``n_turns`` turns),
@@ -135,7 +140,7 @@ def row_tracks(row: dict[str, Any], n_turns: int, n_frames: int = 17, fps: float
         raise ValueError(f"session {row['session']} turn {row['turn']}: re-planned {a.verb} {a.adverb} "
                          f"{list(a.characters)}, the row says {row['motion']} {row['adverb']} {row['characters']}")
     if phase is None:
-        phase = (int(row["session"]) * 7 + int(row["turn"])) % 10 / 10  # shot.render_session's
+        phase = shot_phase(row)
     return turn_tracks(turn, load_cast(cast_file), n_frames, fps, phase)
 
 
