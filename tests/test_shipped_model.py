@@ -14,9 +14,12 @@ torch.set_num_threads(1)
 
 def test_shipped_model_draws_its_turns_goes_on_from_the_last_frame_and_reopens(tmp_path, monkeypatch):
     """Every character after frame 0 is the sprite animator's drawing (decoder/layered.py): the first turn starts
-    from the stage, the next goes on from the last frame shown, after a reopen too; the renderer is never called."""
+    from the stage; a turn that goes on with the same verb goes on from the last frame shown, after a reopen too; one
+    that starts another verb is a new shot of the same scene, the character drawn from its cut-out where it stood;
+    the renderer is never called."""
     from tiny_game import forbid_world_renderer
 
+    from animegamer.decoder.anchors import VisualAnchors
     from animegamer.decoder.layered import LayeredScene
 
     info = json.loads((DEFAULT_WEIGHTS / "model.json").read_text())
@@ -24,12 +27,14 @@ def test_shipped_model_draws_its_turns_goes_on_from_the_last_frame_and_reopens(t
     size = sum(p.stat().st_size for p in DEFAULT_WEIGHTS.parent.rglob("*") if p.is_file())
     assert size < 100e6  # the repo keeps all shipped weights (the model and the evaluator) under 100 MB
     forbid_world_renderer(monkeypatch)
+    read = {"verb": "read"}  # the verb the engine's motion tokens are read as, held fixed here (it is the engine's)
+    monkeypatch.setattr(VisualAnchors, "verb", lambda self, tokens, encoder: read["verb"])
     game = Game.load(store=tmp_path / "saves")
     assert game.decoder.draws_layers
     session = game.new_session(["Qiqi"])
-    t1 = session.step("Character: Qiqi; Motion: quickly run; Background: day town.")
+    t1 = session.step("Character: Qiqi; Motion: calmly read; Background: day town.")
     shown = t1.frames[-1].copy()  # as the player saw it (only the newest turn stays decoded; older ones read back)
-    t2 = session.step("Qiqi sits down and reads a book")
+    t2 = session.step("Character: Qiqi; Motion: slowly read; Background: day town.")
     assert (t1.anchor, t2.anchor) == ("staged", "went on")
     for t in (t1, t2):
         assert t.frames.dtype == np.uint8 and t.frames.shape == (17, 96, 144, 3)
@@ -39,14 +44,20 @@ def test_shipped_model_draws_its_turns_goes_on_from_the_last_frame_and_reopens(t
     assert t2.states == {k: max(0, min(100, t1.states[k] + 5 * t2.deltas[k])) for k in t1.states}
     np.testing.assert_allclose(t2.frames[0].astype(int), shown.astype(int), atol=2)  # goes on from it
     shown = t2.frames[-1].copy()
-    assert LayeredScene.from_bytes(session.layers).names() == ["Qiqi"]
+    scene = LayeredScene.from_bytes(session.layers)
+    assert scene.names() == ["Qiqi"] and scene.actors[0].verb == "read"
     again = Game.load(store=tmp_path / "saves").open_session(session.id)
     assert [h.instruction for h in again.history()] == [h.instruction for h in session.history()]
     assert all(torch.equal(a.s_a, b.s_a) for a, b in zip(again.history(), session.history()))
     assert again.layers == session.layers
-    t3 = again.step("Qiqi waves")
+    t3 = again.step("Character: Qiqi; Motion: read; Background: day town.")
     assert t3.anchor == "went on"
     np.testing.assert_allclose(t3.frames[0].astype(int), shown.astype(int), atol=2)
+    read["verb"] = "wave"
+    t4 = again.step("Character: Qiqi; Motion: happily wave; Background: day town.")
+    after = LayeredScene.from_bytes(again.layers)
+    assert t4.anchor == "went on" and after.actors[0].verb == "wave"  # the same scene, another verb: afresh
+    assert (after.place, after.time) == (scene.place, scene.time)
 
 
 def test_shipped_evaluator_names_who_where_and_when_in_true_shots():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -15,8 +16,10 @@ from animegamer.decoder.layered import (
     FOLLOW,
     LayeredScene,
     acts_as_pair,
+    afresh,
     draw_turn,
     follow,
+    framed,
     scene_frame,
     start_scene,
 )
@@ -406,18 +409,72 @@ def test_a_turn_draws_who_acts_holds_the_others_and_goes_on_from_its_last_frame(
     scene = start_scene(stage, "meadow", "day", ["Qiqi", "Ren"], stage.sprites, pair=True)
     s_a = torch.zeros(3, animator.config.cond_dim)
     refs = {n: cutout_canvas(stage.sprites[n], stage.standing * 40) for n in ("Qiqi", "Ren")}
-    frames, after = draw_turn(animator, stage, scene, ["Qiqi"], s_a, 3, refs, pair=False)
+    frames, after = draw_turn(animator, stage, scene, ["Qiqi"], s_a, 3, refs, verb="dance")
     assert frames.shape == (5, 40, 60, 3)
-    start = scene_frame(stage, scene)
-    assert np.array_equal(frames[0], start)  # frame 0 is the scene as it stood
     assert not np.array_equal(frames[-1], frames[0])
     assert after.names() == ["Ren", "Qiqi"]  # who acted is pasted over who held still, and stays so
     ren0, ren1 = scene.actors[1], after.actors[0]
-    assert np.array_equal(ren0.sprite, ren1.sprite) and ren0.x == ren1.x  # Ren did not act
+    assert np.array_equal(ren0.sprite, ren1.sprite) and ren0.x == ren1.x and ren1.verb is None  # Ren did not act
     assert not np.array_equal(after.actors[1].sprite, scene.actors[0].sprite)  # Qiqi keeps her last drawn pose
-    assert EDGE * 60 <= after.actors[1].x <= (1 - EDGE) * 60
-    frames2, _ = draw_turn(animator, stage, after, ["Qiqi", "Ren"], s_a, 3, refs, pair=True)
-    np.testing.assert_allclose(frames2[0].astype(int), frames[-1].astype(int), atol=1)  # the next turn goes on from it
+    assert after.actors[1].verb == "dance" and EDGE * 60 <= after.actors[1].x <= (1 - EDGE) * 60
+    frames2, _ = draw_turn(animator, stage, after, ["Qiqi"], s_a, 3, refs, verb="dance")
+    np.testing.assert_allclose(frames2[0].astype(int), frames[-1].astype(int), atol=1)  # she dances on from it
+
+
+def test_who_starts_a_verb_is_drawn_from_the_cut_out_and_who_goes_on_from_the_pose_it_holds(monkeypatch):
+    """A verb of the world starts in its pose (the world's films hold no move from one verb's pose into another's):
+    who starts one (the stage stood them, or they did another verb) is drawn from the reference cut-out with frame 0
+    drawn; who goes on with the same verb, from the sprite it holds, frame 0 the frame the player saw."""
+    stage = _stage()
+    animator = _animator(first_frame=True)
+    calls: list[tuple[np.ndarray, int]] = []
+    draw = animator.draw
+
+    def record(*args, **kwargs):
+        calls.append((args[0][0].permute(1, 2, 0).numpy(), kwargs.get("start", 1)))
+        return draw(*args, **kwargs)
+
+    monkeypatch.setattr(animator, "draw", record)
+    scene = start_scene(stage, "meadow", "day", ["Qiqi", "Ren"], stage.sprites, pair=False)
+    s_a = torch.zeros(3, animator.config.cond_dim)
+    refs = {n: cutout_canvas(stage.sprites[n], stage.standing * 40) for n in ("Qiqi", "Ren")}
+    unit = lambda x: x.astype(np.float32) / 255  # noqa: E731
+    assert afresh(scene, ["Qiqi"], "sit") and afresh(scene, ["Qiqi"], None)  # the stage stood her
+    _, sat = draw_turn(animator, stage, scene, ["Qiqi"], s_a, 3, refs, verb="sit")
+    assert np.allclose(calls[-1][0], unit(refs["Qiqi"])) and calls[-1][1] == 0  # afresh: the cut-out, frame 0 drawn
+    qiqi = next(a for a in sat.actors if a.name == "Qiqi")
+    assert qiqi.verb == "sit" and not afresh(sat, ["Qiqi"], "sit") and afresh(sat, ["Qiqi", "Ren"], "sit")
+    frames, still_sat = draw_turn(animator, stage, sat, ["Qiqi"], s_a, 3, refs, verb="sit")
+    assert np.allclose(calls[-1][0], unit(qiqi.sprite)) and calls[-1][1] == 1  # she goes on from the pose she holds
+    assert np.array_equal(frames[0], scene_frame(stage, sat))
+    _, waved = draw_turn(animator, stage, still_sat, ["Qiqi"], s_a, 3, refs, verb="wave")
+    assert np.allclose(calls[-1][0], unit(refs["Qiqi"])) and calls[-1][1] == 0  # another verb: afresh
+    _, unread = draw_turn(animator, stage, waved, ["Qiqi"], s_a, 3, refs, verb=None)  # a verb play did not read
+    assert np.allclose(calls[-1][0], unit(waved.actors[1].sprite)) and calls[-1][1] == 1  # goes on from her pose
+    assert unread.actors[1].verb == "" and afresh(unread, ["Qiqi"], "wave") and not afresh(unread, ["Qiqi"], None)
+    ren = next(a for a in waved.actors if a.name == "Ren")
+    assert ren.verb is None and np.array_equal(ren.sprite, scene.actors[1].sprite)  # who does not act holds still
+    again = LayeredScene.from_bytes(waved.to_bytes())
+    assert [a.verb for a in again.actors] == [a.verb for a in waved.actors] == [None, "wave"]
+    tampered = LayeredScene(waved.place, waved.time, [replace(a, verb="x" * 65) for a in waved.actors], waved.camera)
+    with pytest.raises(ValueError, match="verb is not a name"):
+        LayeredScene.from_bytes(tampered.to_bytes())
+
+
+def test_each_turn_is_framed_as_the_world_frames_a_shot():
+    """Who acts in the middle of the view, within the place's ends: a character who ran to a side of the view does
+    the next verb in the middle of the next shot."""
+    stage = _stage(40, 60)
+    view = stage.places[("meadow", "day")]
+    layer = np.dstack([np.full((40, 180, 3), 90, np.uint8), np.full((40, 180), 255, np.uint8)])
+    view.wide_layers, view.wide_lights, view.wide_foreground = [layer], [None], np.zeros((40, 180, 4), np.uint8)
+    scene = start_scene(stage, "meadow", "day", ["Qiqi"], stage.sprites, pair=False)
+    assert scene.camera == 60 and framed(stage, scene, ["Qiqi"]).camera == pytest.approx(60)  # staged: in the middle
+    ran = replace(scene, actors=[replace(scene.actors[0], x=150.0)])
+    assert framed(stage, ran, ["Qiqi"]).camera == pytest.approx(120)  # the place's right end: as far as it goes
+    ran = replace(scene, actors=[replace(scene.actors[0], x=100.0)])
+    assert framed(stage, ran, ["Qiqi"]).camera == pytest.approx(70)
+    assert framed(stage, ran, []).camera == scene.camera  # nobody acts: the camera stays
 
 
 def test_an_animator_that_draws_frame_0_draws_a_scene_that_starts_in_the_verbs_pose(monkeypatch):
@@ -443,8 +500,9 @@ def test_an_animator_that_draws_frame_0_draws_a_scene_that_starts_in_the_verbs_p
     scene = start_scene(stage, "meadow", "day", ["Qiqi"], stage.sprites, pair=False)
     s_a = torch.zeros(3, animator.config.cond_dim)
     refs = {"Qiqi": cutout_canvas(stage.sprites["Qiqi"], stage.standing * 40)}
-    starts, _ = draw_turn(animator, stage, scene, ["Qiqi"], s_a, 3, refs, pair=False, starts=True)
-    goes_on, _ = draw_turn(animator, stage, scene, ["Qiqi"], s_a, 3, refs, pair=False)
+    starts, _ = draw_turn(animator, stage, scene, ["Qiqi"], s_a, 3, refs, verb="wave")
+    waving = replace(scene, actors=[replace(scene.actors[0], verb="wave")])  # in the pose of the verb it goes on with
+    goes_on, _ = draw_turn(animator, stage, waving, ["Qiqi"], s_a, 3, refs, verb="wave")
     assert np.array_equal(goes_on[0], scene_frame(stage, scene))  # frame 0: the scene as the player saw it
     assert not np.array_equal(starts[0], goes_on[0]) and np.array_equal(starts[0], starts[1])  # drawn, white
 
@@ -472,10 +530,10 @@ def test_two_who_do_a_verb_of_one_each_do_it_apart_and_a_pair_acts_as_subject_an
     monkeypatch.setattr(animator, "draw", record)
     s_a = torch.zeros(3, animator.config.cond_dim)
     refs = {n: cutout_canvas(stage.sprites[n], stage.standing * 40) for n in ("Qiqi", "Ren")}
-    _, after = draw_turn(animator, stage, apart, ["Qiqi", "Ren"], s_a, 3, refs, pair=False)
+    _, after = draw_turn(animator, stage, apart, ["Qiqi", "Ren"], s_a, 3, refs, verb="dance")
     assert sorted(sum(seen, [])) == [0, 0]
     seen.clear()
-    draw_turn(animator, stage, apart, ["Qiqi", "Ren"], s_a, 3, refs, pair=True)
+    draw_turn(animator, stage, apart, ["Qiqi", "Ren"], s_a, 3, refs, verb="hug")
     assert sorted(sum(seen, [])) == [1, 2]
 
 
@@ -568,8 +626,10 @@ def test_the_camera_follows_a_traveller_across_the_wide_place_and_stays_for_the_
     assert np.array_equal(follow(x, 0.0, 144, 144), np.zeros(17))  # one view wide: nowhere to go
     stuck = follow(400 + 6.0 * np.arange(17), 250.0, 144, 432)
     assert stuck.max() == 432 - 144  # the place ends: the camera stops, the runner goes on to its edge
+    wide = np.tile(np.arange(90, dtype=np.uint8)[None, :, None], (20, 1, 4))
+    wide[..., 3] = 255  # one opaque layer: a flat place that pans as a whole
     view = PlaceView(np.zeros((20, 30, 3), np.uint8), np.zeros((20, 30, 4), np.uint8), 0.9, None,
-                     np.tile(np.arange(90, dtype=np.uint8)[None, :, None], (20, 1, 3)), np.zeros((20, 90, 4), np.uint8))
+                     [wide], [None], np.zeros((20, 90, 4), np.uint8))
     shot = layered_shot(view, [], [], np.array([0.0, 10.0, 60.0]))
     assert shot.shape == (3, 20, 30, 3) and [int(f[0, 0, 0]) for f in shot] == [0, 10, 60]  # the window it shows
 
@@ -596,4 +656,4 @@ def test_pack_the_animator_draws_the_stage_wide_and_leaves_out_what_layers_super
     dec2 = ShotDecoder.from_pretrained(out / "shot_decoder")
     assert dec2.draws_layers and dec2.motion is None and not dec2.sampler.flow_motion
     assert dec2.anchors.frames is None and len(dec2.anchors.entries) == 3  # the tokens stay: they name the scene
-    assert all(v.wide is not None and v.wide.shape[1] == 3 * v.background.shape[1] for v in dec2.stage.places.values())
+    assert all(len(v.wide_layers) == 4 and v.width == 3 * v.background.shape[1] for v in dec2.stage.places.values())

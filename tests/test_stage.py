@@ -2,17 +2,23 @@
 composes a first frame no stored shot shows; and play never calls the world renderer."""
 from __future__ import annotations
 
+import json
+
+import cv2
 import numpy as np
 import pytest
 import torch
 from PIL import Image
+from safetensors.torch import load_file, save_file
 from tiny_game import CAST, forbid_world_renderer, world_stage_96
 
 from animegamer.decoder.anchors import Anchor
-from animegamer.decoder.stage import Stage, positions
+from animegamer.decoder.stage import PlaceView, Stage, positions
 from animegamer.game.session import Game, GameInputError
 from animegamer.world.character_gen import random_character, reference_sheet
-from animegamer.world.place_art import TIMES, load_places
+from animegamer.world.place_art import TIMES, PlaceScene, load_places, sample_props
+from animegamer.world.shot import SUPERSAMPLE
+from animegamer.world.stage_art import place_layers
 
 torch.set_num_threads(1)
 NEKO = "a girl with short green hair in a red hoodie, with a scarf"
@@ -26,21 +32,75 @@ def test_the_world_stage_holds_every_place_and_the_cast_and_round_trips(tmp_path
     for key, view in stage.places.items():
         assert np.array_equal(again.places[key].background, view.background)
         assert np.array_equal(again.places[key].foreground, view.foreground)
-        assert np.array_equal(again.places[key].wide, view.wide)  # the place three views wide, for a camera
+        assert len(again.places[key].wide_layers) == len(view.wide_layers) == 4  # sky, far, mid, near
+        for a, b, la, lb in zip(again.places[key].wide_layers, view.wide_layers, again.places[key].wide_lights,
+                                view.wide_lights):
+            assert np.array_equal(a, b) and (la is None) == (lb is None) and (la is None or np.array_equal(la, lb))
         assert np.array_equal(again.places[key].wide_foreground, view.wide_foreground)
     town = stage.places[("town", "day")]
-    assert town.wide.shape == (96, 3 * 144, 3) and town.wide_foreground.shape == (96, 3 * 144, 4)
-    middle = town.wide[:, 144:288].astype(int)  # its middle view is the one-view picture, but for the far layers
+    widths = [x.shape[1] for x in town.wide_layers]  # the near layer three views wide, farther ones narrower
+    assert widths == sorted(widths) and widths[-1] == town.width == 3 * 144 and widths[0] < 160
+    assert town.wide_foreground.shape == (96, 3 * 144, 4) and (town.wide_layers[0][..., 3] == 255).all()
+    middle = town.behind(144.0).astype(int)  # its middle view is the one-view picture, but for the far layers
     assert np.abs(middle - town.background.astype(int)).mean() < 40
     for view in stage.places.values():  # a stage saved before wide pictures reads as one view wide
-        view.wide = view.wide_foreground = None
+        view.wide_layers = view.wide_lights = view.wide_foreground = None
     old = Stage.from_pretrained(stage.save_pretrained(tmp_path / "one_view"))
-    assert all(v.wide is None for v in old.places.values())
+    assert all(v.wide_layers is None and v.width == 144 for v in old.places.values())
     assert all(np.array_equal(again.sprites[n].rgba, s.rgba) and again.sprites[n].height == s.height
                for n, s in stage.sprites.items())
     (tmp_path / "stage" / "stage.json").write_text('{"format": "other"}')
     with pytest.raises(ValueError, match="expected animegamer-stage"):
         Stage.from_pretrained(tmp_path / "stage")
+
+
+def test_a_panning_camera_sees_each_layer_at_its_own_speed_as_the_world_does():
+    """The wide place's layers composited at a camera position are the world's render of that camera (the same
+    parallax), and panning moves the near layer with the camera and the sky barely."""
+    h, w, views = 96, 144, 3
+    layers = place_layers("town", "day", h, w, views=views)
+    places = load_places()
+    scene = PlaceScene(places["town"], "day", sample_props(places["town"], np.random.default_rng(0)),
+                       h * SUPERSAMPLE, w * SUPERSAMPLE, world_width_factor=views, seed=0)
+    view = PlaceView(np.zeros((h, w, 3), np.uint8), np.zeros((h, w, 4), np.uint8), 0.8, None, layers.layers,
+                     layers.lights, layers.foreground)
+    span = view.width - w
+    for left in (0.0, 96.0, float(span)):
+        world = cv2.resize(scene.render(left / span), (w, h), interpolation=cv2.INTER_AREA).astype(float)
+        assert np.abs(view.behind(left) - world).mean() < 4  # the world's frame, within the downsampling
+    sky_band = slice(0, int(0.1 * h))  # the town's sky: clouds, parallax 0.03
+    a, b = view.behind(100.0), view.behind(130.0)
+    road = slice(int(0.67 * h), int(0.83 * h))  # the near layer (the curb, the lane marks) moves 30 px with it
+    assert np.abs(a[road, 30:] - b[road, :-30]).mean() < np.abs(a[road] - b[road]).mean() / 3
+    sky_moved = np.abs(a[sky_band, 30:] - b[sky_band, :-30]).mean()  # were it moved as the near layer
+    assert np.abs(a[sky_band] - b[sky_band]).mean() < sky_moved / 5  # the sky holds nearly still
+
+
+def test_an_old_stage_pans_its_one_wide_picture_as_before(tmp_path):
+    """A stage packed before the layers (one flat wide picture) reads as one layer that pans with the camera."""
+    stage = world_stage_96()
+    key = ("town", "day")
+    view = stage.places[key]
+    flat = view.behind(144.0)  # any picture three views wide
+    wide = np.concatenate([flat, flat, flat], axis=1).round().astype(np.uint8)
+    stage.places = {key: view}
+    stage.save_pretrained(tmp_path / "stage")
+    meta = json.loads((tmp_path / "stage" / "stage.json").read_text())
+    tensors = load_file(tmp_path / "stage" / "stage.safetensors")
+    data, offsets = tensors["pictures"].numpy(), tensors["offsets"].tolist()
+    chunks = [data[a:b] for a, b in zip(offsets[:-1], offsets[1:])]
+    n_sprites = len(meta["sprites"])
+    png = cv2.imencode(".png", cv2.cvtColor(wide, cv2.COLOR_RGB2BGR))[1].ravel()
+    old = chunks[:2 + n_sprites] + [png, chunks[-1]]  # the wide picture and the wide foreground, as v1 wrote
+    meta["places"][0].pop("layers")
+    meta["places"][0]["wide"] = True
+    offsets = np.cumsum([0] + [len(c) for c in old])
+    save_file({"pictures": torch.from_numpy(np.concatenate(old)), "offsets": torch.from_numpy(offsets)},
+              tmp_path / "stage" / "stage.safetensors")
+    (tmp_path / "stage" / "stage.json").write_text(json.dumps(meta))
+    again = Stage.from_pretrained(tmp_path / "stage").places[key]
+    assert len(again.wide_layers) == 1 and again.width == 3 * 144
+    assert np.array_equal(again.behind(37.4), wide[:, 37:37 + 144].astype(np.float32))
 
 
 def test_compose_stands_each_character_on_the_ground_in_order():

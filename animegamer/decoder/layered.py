@@ -4,10 +4,15 @@ pasted into the place (``decoder/layers.py``).
 
 A scene starts from the stage (``decoder/stage.py``): the place's picture with no one in it and each character's
 cut-out standing where ``stage.positions`` puts it, the right-hand one of several turned towards the others (as
-``Stage.compose`` stands them). Every later frame of a turn is the animator's: for each acting character it draws
-frames 1..16 from the sprite the character has now, and the character keeps its last drawn sprite and where its
-feet ended, so the next turn goes on from the last frame the player saw (a character who sat down stands up
-from where she sat). Characters who do not act hold still. Nothing here calls the world's renderer.
+``Stage.compose`` stands them). Every later frame of a turn is the animator's. Each character keeps its last drawn
+sprite, where its feet ended and what it did: one who goes on with the same verb is drawn on from the pose it holds
+(frames 1..16; frame 0 is what the player saw); one who starts a verb (the stage stood it, or it did something else
+last turn) is drawn from its reference cut-out, already in the verb's pose at frame 0, where it stands, as every
+world shot of a verb starts in its pose: the world's films hold no move from one verb's pose into another's to
+learn, and from the last pose of another verb the evaluator named the new one far less often (docs/layers.md, "A
+scene that goes on"). Who does not act holds its pose (one who sat down stays sitting). A turn that starts a verb
+is a new shot, framed as the world frames one: who acts in the middle of the view (``framed``); one that goes on
+keeps the camera. Nothing here calls the world's renderer.
 
 The animator draws facing the way the world's tracks face (alone or the subject of a pair: right; a pair's
 partner: left); a character facing the other way is mirrored in and its drawing mirrored back. A character whose
@@ -45,6 +50,8 @@ class ActorLayer:
     sprite: np.ndarray  # uint8 (SPRITE_H, SPRITE_W, 4), premultiplied, as the player sees it now
     x: float  # the feet's column in the place's picture (its wide one where the stage has it), in pixels
     facing: int  # +1 right, -1 left: the way the sprite faces
+    # what it did last turn, in the pose it holds now: None as the stage stood it, "" a verb play did not read
+    verb: str | None = None
 
 
 @dataclass
@@ -58,9 +65,10 @@ class LayeredScene:
         return [a.name for a in self.actors]
 
     def to_bytes(self) -> bytes:
-        """The scene as one safetensors blob (the sprites) with its metadata (place, time, names, feet, facing)."""
+        """The scene as one safetensors blob (the sprites) with its metadata (place, time, names, feet, facing, verb)."""
         meta = {"place": self.place, "time": self.time, "camera": repr(float(self.camera)),
-                "actors": json.dumps([{"name": a.name, "x": a.x, "facing": a.facing} for a in self.actors])}
+                "actors": json.dumps([{"name": a.name, "x": a.x, "facing": a.facing, "verb": a.verb}
+                                      for a in self.actors])}
         return save_np({f"sprite{i}": np.ascontiguousarray(a.sprite) for i, a in enumerate(self.actors)}, meta)
 
     @classmethod
@@ -82,14 +90,16 @@ class LayeredScene:
                 raise ValueError("its sprites and its characters do not match")
             layers = []
             for i, a in enumerate(actors):
-                name, x, facing = a["name"], float(a["x"]), a["facing"]
+                name, x, facing, verb = a["name"], float(a["x"]), a["facing"], a.get("verb")
                 sprite = tensors[f"sprite{i}"]
                 if not isinstance(name, str) or not 0 < len(name) <= 64 or not np.isfinite(x) or facing not in (1, -1):
                     raise ValueError(f"character {i} is not a name, a column and a facing")
+                if verb is not None and not (isinstance(verb, str) and len(verb) <= 64):
+                    raise ValueError(f"character {i}'s verb is not a name")
                 if sprite.dtype != np.uint8 or sprite.shape != (SPRITE_H, SPRITE_W, 4):
                     raise ValueError(f"character {i}'s sprite is {sprite.dtype} {sprite.shape}, not uint8 "
                                      f"{(SPRITE_H, SPRITE_W, 4)}")
-                layers.append(ActorLayer(name, sprite, x, facing))
+                layers.append(ActorLayer(name, sprite, x, facing, verb))
         except (KeyError, ValueError, TypeError, AttributeError, SafetensorError, RecursionError) as e:
             raise ValueError(f"not a layered scene: {e}") from None
         if not (isinstance(place, str) and isinstance(time, str) and len(place) <= 64 and len(time) <= 64):
@@ -117,12 +127,11 @@ def start_scene(stage: Stage, place: str, time: str, names: list[str], sprites: 
 
 def place_width(stage: Stage, place: str, time: str) -> int:
     """How wide the picture a scene in ``place`` at ``time`` plays on is: its wide one where the stage has it."""
-    view = stage.places[(place, time)]
-    return (view.wide if view.wide is not None else view.background).shape[1]
+    return stage.places[(place, time)].width
 
 
 def _shot(view: PlaceView, sprites: list[np.ndarray], feet: list[np.ndarray], camera: np.ndarray) -> np.ndarray:
-    return layered_shot(view, sprites, feet, camera if view.wide is not None else None)
+    return layered_shot(view, sprites, feet, camera if view.wide_layers else None)
 
 
 def _blocked(scene: LayeredScene, acting: list[str]) -> LayeredScene:
@@ -134,9 +143,31 @@ def _blocked(scene: LayeredScene, acting: list[str]) -> LayeredScene:
     sub, par = by[acting[0]], by[acting[1]]
     facing = -sub.facing
     sprite = par.sprite if par.facing == facing else par.sprite[:, ::-1].copy()
-    moved = ActorLayer(par.name, sprite, sub.x + sub.facing * PAIR_START_PX, facing)
+    moved = replace(par, sprite=sprite, x=sub.x + sub.facing * PAIR_START_PX, facing=facing)
     return LayeredScene(scene.place, scene.time, [moved if a.name == par.name else a for a in scene.actors],
                         scene.camera)
+
+
+def framed(stage: Stage, scene: LayeredScene, acting: list[str]) -> LayeredScene:
+    """The scene as a new shot's camera frames it: who acts (their middle) in the middle of the view, within the
+    place's ends, as the world's camera frames every shot. Left where the last turn's camera was, a character who
+    had run to a side of the view did the next verb there, and the evaluator named it far less often (docs/layers.md,
+    "A scene that goes on")."""
+    xs = [a.x for a in scene.actors if a.name in acting]
+    if not xs:
+        return scene
+    w = stage.size[1]
+    width = place_width(stage, scene.place, scene.time)
+    return replace(scene, camera=float(np.clip(np.mean(xs) - w / 2, 0.0, max(0.0, width - w))))
+
+
+def afresh(scene: LayeredScene, acting: list[str], verb: str | None) -> bool:
+    """Whether who acts starts ``verb`` afresh: the stage stood them, or any of them did another verb last turn.
+    Then each is drawn from its reference cut-out, already in the verb's pose at frame 0, as the world starts every
+    shot of a verb; one who goes on with the same verb goes on from the pose it holds. Where the verb is not read
+    (``verb`` None: a model whose anchors read no verbs), who has acted goes on from the pose it holds."""
+    who = [a for a in scene.actors if a.name in acting]
+    return any(a.verb is None for a in who) or (verb is not None and any(a.verb != verb for a in who))
 
 
 def scene_frame(stage: Stage, scene: LayeredScene) -> np.ndarray:
@@ -171,16 +202,19 @@ def _canonical_facing(role: int) -> int:
 
 def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, acting: list[str], s_a: torch.Tensor,
               level: int, references: dict[str, np.ndarray], first: np.ndarray | None = None, *,
-              pair: bool, starts: bool = False) -> tuple[np.ndarray, LayeredScene]:
+              verb: str | None) -> tuple[np.ndarray, LayeredScene]:
     """uint8 (T, H, W, 3): frame 0 the scene as it stands, frames 1..T-1 with each of ``acting`` drawn by the
     animator from ``s_a`` (N, D) and ``level``, and from its reference cut-out on the canvas, facing right
     (``references``: name -> ``cutout_canvas``); and the scene after the turn. ``first``: ``scene_frame`` of
-    the scene, where the caller composed it already. ``pair``: the verb is one of two (a hug, a talk): two
-    acting are blocked and drawn as its subject and partner; otherwise each acts alone. Where the first of ``acting``
-    travels, the camera follows it across the place's wide picture (easing it to just behind the view's
-    middle, as the world's follow camera keeps a runner); otherwise the camera stays. ``starts``: the scene
-    starts here (the stage stood it); an animator trained to draw frame 0 (``first_frame``) then draws who acts
-    already in the verb's pose at frame 0, as a world shot starts, not standing as the stage stood them."""
+    the scene, where the caller composed it already. ``verb``: the turn's verb where known (else None): two acting
+    a verb of two (a hug, a talk) are blocked and drawn as its subject and partner, otherwise each acts alone
+    (``acts_as_pair``); who starts it afresh (``afresh``: the stage stood them, or they did something else) is
+    drawn from the reference cut-out and, by an animator trained to draw frame 0 (``first_frame``), already in the
+    verb's pose at frame 0, as a world shot starts; who goes on with it goes on from the frame the player saw.
+    Where the first of ``acting`` travels, the camera follows it across the place's wide picture (easing it to
+    just behind the view's middle, as the world's follow camera keeps a runner); otherwise the camera stays."""
+    pair = acts_as_pair(acting, verb)
+    fresh = afresh(scene, acting, verb)
     view = stage.places[(scene.place, scene.time)]
     h, w = stage.size
     ground = view.ground * h
@@ -190,7 +224,7 @@ def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, actin
     width = place_width(stage, scene.place, scene.time)
     lo, hi = EDGE * w, width - EDGE * w
     acts = {name: role for name, role in zip(acting, roles(len(acting), pair))}
-    start = 0 if starts and animator.config.first_frame else 1
+    start = 0 if fresh and animator.config.first_frame else 1
     sprites, feet, after = [], [], []
     for actor in scene.actors:
         if actor.name not in acts:
@@ -200,6 +234,8 @@ def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, actin
             continue
         role = acts[actor.name]
         ref = references[actor.name]
+        if fresh:  # from the character's clean picture, the way it faces now
+            actor = replace(actor, sprite=ref if actor.facing > 0 else ref[:, ::-1].copy())
         drawn, xs, lift = _animate(animator, actor, role, s_a, level, ref, start)
         if not lo <= xs[-1] <= hi:  # it would leave the view: it turns round and goes the other way
             actor = replace(actor, sprite=actor.sprite[:, ::-1].copy(), facing=-actor.facing)
@@ -214,7 +250,7 @@ def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, actin
         sprites.append(drawn)
         feet.append(np.stack([xs, ground - lift], axis=1))
         after.append(ActorLayer(actor.name, np.clip((drawn[-1] * 255).round(), 0, 255).astype(np.uint8),
-                                float(xs[-1]), actor.facing))
+                                float(xs[-1]), actor.facing, "" if verb is None else verb))
     camera = np.full(t, scene.camera)
     if acting:
         lead = feet[[a.name for a in scene.actors].index(acting[0])][:, 0]

@@ -53,21 +53,21 @@ def layered_shot(view: PlaceView, sprites: list[np.ndarray], feet: list[np.ndarr
                  camera: np.ndarray | None = None) -> np.ndarray:
     """uint8 (T, H, W, 3): ``view`` with character k's sprites (T, SPRITE_H, SPRITE_W, 4) in [0, 1] pasted with
     their feet at ``feet[k]`` (T, 2) pixels (x, y; y down), first to last, the place's foreground on top.
-    ``camera`` (T,): the view's left edge in the place's wide picture per frame (``feet`` then in its pixels);
-    None: the one-view picture."""
+    ``camera`` (T,): the view's left edge in the place's near layer per frame (``feet`` then in its pixels), each
+    farther layer panning slower by its parallax (``PlaceView.behind``); None: the one-view picture."""
     t = sprites[0].shape[0] if sprites else (1 if camera is None else len(camera))
-    back, fore = (view.background, view.foreground) if camera is None else (view.wide, view.wide_foreground)
-    if back is None:
-        raise ValueError("a camera that moves needs the place's wide picture; this stage has none")
+    if camera is not None and not view.wide_layers:
+        raise ValueError("a camera that moves needs the place's wide layers; this stage has none")
     w = view.background.shape[1]
-    fore = fore.astype(np.float32)
+    fore = (view.foreground if camera is None else view.wide_foreground).astype(np.float32)
     fore_alpha = fore[..., 3:4] / 255.0
+    still = view.background.astype(np.float32) if camera is None else None
     out = np.empty((t, *view.background.shape), np.uint8)
     for i in range(t):
-        frame = back.astype(np.float32)
+        x0 = 0 if camera is None else int(round(float(camera[i])))  # characters and the near layer: whole pixels
+        frame = still.copy() if still is not None else view.behind(float(camera[i]))
         for spr, xy in zip(sprites, feet):
-            paste(frame, spr[i], float(xy[i, 0]), float(xy[i, 1]), view.light)
-        frame = fore_alpha * fore[..., :3] + (1 - fore_alpha) * frame
-        x0 = 0 if camera is None else int(round(float(camera[i])))
-        out[i] = np.clip(frame[:, x0:x0 + w].round(), 0, 255).astype(np.uint8)
+            paste(frame, spr[i], float(xy[i, 0]) - x0, float(xy[i, 1]), view.light)
+        frame = fore_alpha[:, x0:x0 + w] * fore[:, x0:x0 + w, :3] + (1 - fore_alpha[:, x0:x0 + w]) * frame
+        out[i] = np.clip(frame.round(), 0, 255).astype(np.uint8)
     return out

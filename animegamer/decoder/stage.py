@@ -42,10 +42,37 @@ class PlaceView:
     foreground: np.ndarray  # uint8 (H, W, 4): drawn over characters where alpha > 0
     ground: float  # the feet's row, as a fraction of the height
     light: tuple[list[float], list[float]] | None  # a character's colour = rgb * light[0] + light[1]
-    # the place several views wide, its middle view near ``background``: what a camera that follows a character
-    # pans across (decoder/layered.py); None: the place is one view wide
-    wide: np.ndarray | None = None  # uint8 (H, k W, 3)
-    wide_foreground: np.ndarray | None = None  # uint8 (H, k W, 4)
+    # the place several views wide as its parallax layers, back to front: what a camera that follows a character
+    # pans across (decoder/layered.py), each layer at its own speed (the sky nearly still) as the world's camera
+    # sees it; the last is the near layer, as wide as the place, where the characters stand. None: one view wide
+    wide_layers: list[np.ndarray] | None = None  # uint8 (H, w_k, 4) straight alpha, the first opaque
+    wide_lights: list[np.ndarray | None] | None = None  # uint8 (H, w_k, 3): light added after layer k, or None
+    wide_foreground: np.ndarray | None = None  # uint8 (H, near width, 4)
+
+    @property
+    def width(self) -> int:
+        """How wide the place a camera pans across is: its near layer's width, or one view."""
+        return (self.wide_layers[-1] if self.wide_layers else self.background).shape[1]
+
+    def behind(self, left: float) -> np.ndarray:
+        """float32 (H, W, 3) in [0, 255]: the wide place's layers with the view's left edge at ``left`` in the near
+        layer (rounded there, where characters are pasted; a farther layer k at left (w_k - W) / (w_near - W),
+        blended between its two nearest columns so that a slow layer glides rather than jumps a pixel)."""
+        if not self.wide_layers:
+            raise ValueError("a camera that moves needs the place's wide layers; this stage has none")
+        w, span = self.background.shape[1], self.width - self.background.shape[1]
+        out = np.zeros((*self.background.shape[:2], 3), np.float32)
+        for k, (layer, light) in enumerate(zip(self.wide_layers, self.wide_lights or [None] * len(self.wide_layers))):
+            last = k == len(self.wide_layers) - 1
+            at = float(round(left)) if last else (left * (layer.shape[1] - w) / span if span > 0 else 0.0)
+            at = min(max(at, 0.0), float(layer.shape[1] - w))
+            x0, frac = int(np.floor(at)), at - np.floor(at)
+            rgba = _columns(layer, x0, w, frac)
+            alpha = rgba[..., 3:4] / 255.0
+            out = rgba[..., :3] * alpha + (1 - alpha) * out if k else rgba[..., :3]
+            if light is not None:
+                out = np.minimum(out + _columns(light, x0, w, frac), 255.0)
+        return out
 
 
 @dataclass
@@ -67,6 +94,20 @@ def positions(n: int) -> list[float]:
     return [0.5 - span / 2 + span * i / (n - 1) for i in range(n)]
 
 
+def _columns(picture: np.ndarray, x0: int, w: int, frac: float) -> np.ndarray:
+    """float32 columns [x0 + frac, x0 + frac + w) of ``picture``, linearly between its pixels (premultiplied where it
+    has alpha, back to straight), the last column repeated past its end."""
+    a = picture[:, x0:x0 + w].astype(np.float32)
+    if frac <= 1e-6:
+        return a
+    b = picture[:, min(x0 + 1, picture.shape[1] - w):][:, :w].astype(np.float32)
+    if picture.shape[2] == 3:
+        return (1 - frac) * a + frac * b
+    alpha = (1 - frac) * a[..., 3:] + frac * b[..., 3:]
+    colour = ((1 - frac) * a[..., :3] * a[..., 3:] + frac * b[..., :3] * b[..., 3:]) / np.maximum(alpha, 1e-3)
+    return np.concatenate([colour, alpha], axis=-1)
+
+
 def _png(image: np.ndarray) -> np.ndarray:
     code = cv2.COLOR_RGBA2BGRA if image.shape[2] == 4 else cv2.COLOR_RGB2BGR
     ok, data = cv2.imencode(".png", cv2.cvtColor(np.ascontiguousarray(image), code))
@@ -80,6 +121,19 @@ def _unpng(data: np.ndarray, channels: int) -> np.ndarray:
     if image is None or image.ndim != 3 or image.shape[2] != channels:
         raise ValueError(f"stage: a stored picture is not a {channels}-channel PNG")
     return cv2.cvtColor(image, cv2.COLOR_BGRA2RGBA if channels == 4 else cv2.COLOR_BGR2RGB)
+
+
+def _check_layers(view: PlaceView, where: str) -> None:
+    """ValueError unless the wide layers are as tall as the view, at least as wide, and their lights and foreground
+    match them (a stage may come from anyone)."""
+    h, w = view.background.shape[:2]
+    for k, layer in enumerate(view.wide_layers or []):
+        light = (view.wide_lights or [None] * (k + 1))[k]
+        if layer.shape[0] != h or layer.shape[1] < w or (light is not None and light.shape[:2] != layer.shape[:2]):
+            raise ValueError(f"{where}: wide layer {k} is {layer.shape[:2]}, its light "
+                             f"{None if light is None else light.shape[:2]}, the view {(h, w)}")
+    if view.wide_foreground is None or view.wide_foreground.shape[:2] != (h, view.width):
+        raise ValueError(f"{where}: the wide foreground is not as wide as the near layer ({view.width})")
 
 
 class Stage:
@@ -135,15 +189,18 @@ class Stage:
         places = []
         for (place, time), v in self.places.items():
             pictures += [_png(v.background), _png(v.foreground)]
-            places.append({"place": place, "time": time, "ground": v.ground, "light": v.light,
-                           "wide": v.wide is not None})
+            lights = v.wide_lights or [None] * len(v.wide_layers or [])
+            places.append({"place": place, "time": time, "ground": v.ground, "light": v.light}
+                          | ({"layers": [x is not None for x in lights]} if v.wide_layers else {}))
         sprites = []
         for name, s in self.sprites.items():
             pictures.append(_png(s.rgba))
             sprites.append({"name": name, "height": s.height})
         for v in self.places.values():  # after the cut-outs: a stage saved before wide pictures reads the same
-            if v.wide is not None:
-                pictures += [_png(v.wide), _png(v.wide_foreground)]
+            if v.wide_layers:
+                pictures += [_png(x) for x in v.wide_layers]
+                pictures += [_png(x) for x in v.wide_lights or [] if x is not None]
+                pictures.append(_png(v.wide_foreground))
         offsets = np.cumsum([0] + [len(p) for p in pictures]).astype(np.int64)
         with atomic_dir(directory) as tmp:
             save_safetensors_atomic({"pictures": torch.from_numpy(np.concatenate(pictures)),
@@ -162,10 +219,11 @@ class Stage:
         tensors = load_safetensors(directory / WEIGHTS_NAME)
         data, offsets = tensors["pictures"].numpy(), tensors["offsets"].tolist()
         chunks = [data[a:b] for a, b in zip(offsets[:-1], offsets[1:])]
-        n_wide = sum(bool(p.get("wide")) for p in meta["places"])
-        if len(chunks) != 2 * len(meta["places"]) + len(meta["sprites"]) + 2 * n_wide:
+        wide_pictures = sum(len(p["layers"]) + sum(map(bool, p["layers"])) + 1 if isinstance(p.get("layers"), list)
+                            else 2 * bool(p.get("wide")) for p in meta["places"])
+        if len(chunks) != 2 * len(meta["places"]) + len(meta["sprites"]) + wide_pictures:
             raise ValueError(f"{directory}: {len(chunks)} pictures for {len(meta['places'])} places "
-                             f"({n_wide} wide) and {len(meta['sprites'])} cut-outs")
+                             f"({wide_pictures} of their wide layers) and {len(meta['sprites'])} cut-outs")
         first = 2 * len(meta["places"])
         sprites = {s["name"]: Sprite(_unpng(chunks[first + i], 4), float(s["height"]))
                    for i, s in enumerate(meta["sprites"])}
@@ -174,11 +232,16 @@ class Stage:
         for i, p in enumerate(meta["places"]):
             light = tuple(p["light"]) if p.get("light") is not None else None
             view = PlaceView(_unpng(chunks[2 * i], 3), _unpng(chunks[2 * i + 1], 4), float(p["ground"]), light)
-            if p.get("wide"):
-                view.wide, view.wide_foreground = _unpng(next(wide), 3), _unpng(next(wide), 4)
-                if view.wide.shape[0] != view.background.shape[0] or view.wide.shape[1] < view.background.shape[1] \
-                        or view.wide_foreground.shape[:2] != view.wide.shape[:2]:
-                    raise ValueError(f"{directory}: the wide picture of the {p['place']} at {p['time']} is "
-                                     f"{view.wide.shape[:2]}, its view {view.background.shape[:2]}")
+            if isinstance(p.get("layers"), list):
+                view.wide_layers = [_unpng(next(wide), 4) for _ in p["layers"]]
+                view.wide_lights = [_unpng(next(wide), 3) if lit else None for lit in p["layers"]]
+                view.wide_foreground = _unpng(next(wide), 4)
+            elif p.get("wide"):  # a stage packed before the layers: its wide picture, one layer that pans as a whole
+                picture = _unpng(next(wide), 3)
+                view.wide_layers = [np.dstack([picture, np.full(picture.shape[:2], 255, np.uint8)])]
+                view.wide_lights = [None]
+                view.wide_foreground = _unpng(next(wide), 4)
+            if view.wide_layers:
+                _check_layers(view, f"{directory}: the {p['place']} at {p['time']}")
             places[(p["place"], p["time"])] = view
         return cls(places, sprites, float(meta["standing"]))

@@ -10,10 +10,12 @@ play stands them (``layered.start_scene``), every frame layered (``decoder/layer
   ceiling of a layered decoder on this stage (play's camera, following a traveller across the wide place);
 - ``still``: the stage's cut-outs standing, held still: what a decoder that draws no motion shows;
 - ``drawn_standing``: play's drawing (``layered.draw_turn``) from the stage's cut-outs (a scene that starts);
-- ``drawn_first``: play's drawing from each character's true first pose;
+- ``drawn_first``: play's drawing from each character's true first pose (as if it went on with the verb);
 - ``went_on_1``, ``went_on_4``: a scene that goes on, as play draws it: from the staged cut-outs the same
   characters first do 1 (or 4) other turns (the next graded shots' other verbs, drawn by the network), then this
-  turn from the network's own last frame: what compounds over a game (``bench-long --drift`` plays it 50 turns);
+  turn, framed anew, where they stand: what compounds over a game (``bench-long --drift`` plays it 50 turns);
+- ``went_on_same``: the same characters first do this turn's verb once, then go on with it from the network's own
+  last frame (play's path for a verb that goes on);
 s_a from the layered first frame and the turn's motion text (the model's E_a), the turn's true level. Graded by
 the evaluator, which shares nothing with the model: the action its video classifier names, who / where / when
 its frame classifier reads, sharpness (variance of the Laplacian, as a share of the truth's), the motion level
@@ -37,8 +39,10 @@ from animegamer.decoder.layered import (
     ActorLayer,
     LayeredScene,
     acts_as_pair,
+    afresh,
     draw_turn,
     follow,
+    framed,
     place_width,
     scene_frame,
     start_scene,
@@ -57,7 +61,7 @@ from animegamer.world.preview import save_png, shot_strip, stack_strips
 from animegamer.world.sprite_tracks import row_tracks, session_lengths
 
 GRADED = ("action", "character", "place", "time", "level", "new_content")
-SYSTEMS = ("truth", "oracle", "still", "drawn_standing", "drawn_first", "went_on_1", "went_on_4")
+SYSTEMS = ("truth", "oracle", "still", "drawn_standing", "drawn_first", "went_on_1", "went_on_4", "went_on_same")
 
 
 def grade(evaluator: Evaluator, quant: MotionQuantizer, gen: np.ndarray, true: np.ndarray,
@@ -153,22 +157,22 @@ def evaluate(animator: SpriteAnimator, decoder_dir: Path, data: str | Path, n: i
         references = {c: cutout_canvas(stage.sprites[c], stage.standing * h) for c in names}
         t = true.shape[0]
         # the true first pose of each character where play would stand it, facing as its track draws it
-        first = LayeredScene(row["place"], row["time"], [
-            ActorLayer(tr.name, tr.rgba[0], a.x, -1 if tr.role == 2 else 1) for tr, a in zip(tracks, staged.actors)],
-            staged.camera)
+        first = LayeredScene(row["place"], row["time"], [  # in this verb's pose: it goes on with it
+            ActorLayer(tr.name, tr.rgba[0], a.x, -1 if tr.role == 2 else 1, row["motion"])
+            for tr, a in zip(tracks, staged.actors)], staged.camera)
 
-        def drawn(scene: LayeredScene, turn: dict = row, starts: bool = False) -> tuple[np.ndarray, LayeredScene]:
-            """play's drawing of ``turn``'s verb: s_a from the frame it starts from (``starts``: as play draws a
-            scene the stage stood)"""
+        def drawn(scene: LayeredScene, turn: dict = row) -> tuple[np.ndarray, LayeredScene]:
+            """play's drawing of ``turn``'s verb: framed as play frames a new shot, s_a from the frame it starts from"""
+            scene = framed(stage, scene, names) if afresh(scene, names, turn["motion"]) else scene
             s_a_drawn = parts.encode(frames_from_uint8(scene_frame(stage, scene))[None], [turn["motion_text"]])[0]
             return draw_turn(animator, stage, scene, names, s_a_drawn, int(turn["motion_level"]), references,
-                             pair=acts_as_pair(names, turn["motion"]), starts=starts)
+                             verb=turn["motion"])
 
-        def went_on(hops: int) -> np.ndarray:
+        def went_on(before: list[dict]) -> np.ndarray:
             scene = staged
-            for k, other in enumerate(others[:hops]):
-                scene = drawn(scene, other, starts=k == 0)[1]
-            return drawn(scene, starts=not others[:hops])[0]
+            for other in before:
+                scene = drawn(scene, other)[1]
+            return drawn(scene)[0]
 
         feet = [np.stack([a.x + tr.offset[:, 0], ground - tr.offset[:, 1]], axis=1)
                 for tr, a in zip(tracks, first.actors)]
@@ -177,12 +181,13 @@ def evaluate(animator: SpriteAnimator, decoder_dir: Path, data: str | Path, n: i
         shots = {
             "truth": true,
             "oracle": layered_shot(view, [tr.rgba / 255.0 for tr in tracks], feet,
-                                   camera if view.wide is not None else None),
+                                   camera if view.wide_layers else None),
             "still": np.repeat(scene_frame(stage, staged)[None], t, 0),
-            "drawn_standing": drawn(staged, starts=True)[0],
+            "drawn_standing": drawn(staged)[0],
             "drawn_first": drawn(first)[0],
-            "went_on_1": went_on(1),
-            "went_on_4": went_on(4),
+            "went_on_1": went_on(others[:1]),
+            "went_on_4": went_on(others[:4]),
+            "went_on_same": went_on([row]),
         }
         for k, frames in shots.items():
             per[k].append(grade(evaluator, quant, frames, true, row))

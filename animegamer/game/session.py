@@ -47,7 +47,15 @@ import torch
 from animegamer.core.devices import check_precision, cpu_kind, default_precision, resolve_device
 from animegamer.core.video_io import save_mp4
 from animegamer.decoder.anchors import Anchor, named_characters
-from animegamer.decoder.layered import LayeredScene, acts_as_pair, draw_turn, scene_frame, start_scene
+from animegamer.decoder.layered import (
+    LayeredScene,
+    acts_as_pair,
+    afresh,
+    draw_turn,
+    framed,
+    scene_frame,
+    start_scene,
+)
 from animegamer.decoder.layers import cutout_canvas
 from animegamer.decoder.pipeline import ShotDecoder
 from animegamer.decoder.stage import Sprite
@@ -440,8 +448,11 @@ class Game:
         animator.
         The scene goes on from ``previous`` (the last turn's, as saved) while the place and time the anchors
         name stay and everyone named is in it; otherwise it starts again from the stage: that place's picture
-        with the named characters' cut-outs. ``verb``: the turn's verb where known; two named do a verb of two
-        (a hug) as its subject and partner, any other each alone (``layered.acts_as_pair``). Returns the frames,
+        with the named characters' cut-outs. ``verb``: the turn's verb where known; two named do a verb of two (a
+        hug) as its subject and partner, any other each alone (``layered.acts_as_pair``); who did another verb last
+        turn starts this one afresh from their cut-out in a new shot, framed as the world frames one
+        (``layered.afresh``, ``layered.framed``); who goes on with the same verb goes on from the frame shown.
+        Returns the frames,
         the scene after the turn, the s_a it was drawn from (the engine's, its visual part the first frame's, as a
         true shot's s_a is made) and whether the scene started from the stage."""
         stage = self.decoder.stage
@@ -456,16 +467,18 @@ class Game:
             where = ("meadow", "day") if stage.has("meadow", "day") else next(iter(stage.places))
         staged = (scene is None or (scene.place, scene.time) != where or not set(named) <= set(scene.names())
                   or not stage.has(scene.place, scene.time))
-        pair = acts_as_pair(named, verb)
         if staged:
-            scene = start_scene(stage, *where, named, {c: self._sprite(c) for c in named}, pair=pair)
+            scene = start_scene(stage, *where, named, {c: self._sprite(c) for c in named},
+                                pair=acts_as_pair(named, verb))
+        if afresh(scene, named, verb):  # a new shot: framed as the world frames one; a shot that goes on keeps its camera
+            scene = framed(stage, scene, named)
         h, w = self.decoder.frame_size
         first = scene_frame(stage, scene)
         seen = first if first.shape[:2] == (h, w) else cv2.resize(first, (w, h), interpolation=cv2.INTER_AREA)
         drawn = self.decoder.draw_from_frame(s_a, seen)  # s_a's visual part: the frame it starts from, as in training
         references = {c: cutout_canvas(self._sprite(c), stage.standing * stage.size[0]) for c in named}
         frames, after = draw_turn(self.decoder.animator, stage, scene, named, drawn, level, references, first,
-                                  pair=pair, starts=staged)
+                                  verb=verb)
         if frames.shape[1:3] != (h, w):
             frames = np.stack([cv2.resize(f, (w, h), interpolation=cv2.INTER_AREA) for f in frames])
         return frames, after, drawn, staged

@@ -351,6 +351,17 @@ class PlaceScene:
                 out.append(p)
         return out
 
+    def layer_pictures(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+        """The painted layers back to front (sky, far, mid, near), each (rgb (H, w, 3) uint8, coverage (H, w) uint8
+        0/255, additive light (H, w, 3) uint8 or None), as ``render`` composites them: the layer ``w`` wide offset
+        ``round(camera_x * (w - W))``, its light added after it."""
+        return [(c.rgb, c.mask, c.light) for c in self._layers]
+
+    def front_picture(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """What is drawn in front of characters (grass tufts), as the near layer wide: (rgb, coverage 0/255), or None
+        where the place has nothing there."""
+        return None if self._front is None else (self._front.rgb, self._front.mask)
+
     # -- rendering ------------------------------------------------------------------------------
     def render(self, camera_x: float) -> np.ndarray:
         """The HxWx3 uint8 RGB background at camera_x (see the module docstring)."""

@@ -41,20 +41,15 @@ class PlacePicture:
     light: tuple[list[float], list[float]] | None  # characters' colour = rgb * light[0] + light[1] (None: as drawn)
 
 
-def place_picture(place: str, time: str, height: int = 96, width: int = 144, seed: int = 0,
-                  views: int = 1) -> PlacePicture:
-    """``place`` at ``time`` with its props (drawn with ``seed``), as a static shot of its middle shows it;
-    ``views`` > 1: that many views side by side (a camera that follows a character pans across it), the same
-    props at the same scale, the middle view near the single one (the far layers' parallax aside)."""
+def place_picture(place: str, time: str, height: int = 96, width: int = 144, seed: int = 0) -> PlacePicture:
+    """``place`` at ``time`` with its props (drawn with ``seed``), as a static shot of its middle shows it (the
+    place several views wide, for a camera that pans: ``place_layers``)."""
     places = load_places()
     if place not in places:
         raise ValueError(f"unknown place {place!r}; the world's: {', '.join(places)}")
     rng = np.random.default_rng(seed)
-    if views < 1 or views > WORLD_WIDTH_FACTOR:
-        raise ValueError(f"place_picture: views in 1..{WORLD_WIDTH_FACTOR:g}, got {views}")
-    width *= views
     scene = PlaceScene(places[place], time, sample_props(places[place], rng), height * SUPERSAMPLE,
-                       width * SUPERSAMPLE, world_width_factor=WORLD_WIDTH_FACTOR / views, seed=seed)
+                       width * SUPERSAMPLE, world_width_factor=WORLD_WIDTH_FACTOR, seed=seed)
     cam = float(_camera_path(scene, "static", np.array([0.5]))[0])
     back = scene.render(cam)
     front = scene.render_foreground(back.copy(), cam)
@@ -68,9 +63,55 @@ def place_picture(place: str, time: str, height: int = 96, width: int = 144, see
                                                     [float(v) for v in np.ravel(light[1])]))
 
 
-def place_pictures(height: int = 96, width: int = 144, seed: int = 0, views: int = 1) -> list[PlacePicture]:
-    """Every place of the world at every time of day (``views`` wide: ``place_picture``)."""
-    return [place_picture(p, t, height, width, seed, views) for p in load_places() for t in TIMES]
+@dataclass
+class PlaceLayers:
+    """A place several views wide as its parallax layers, for a camera that pans across it: each layer moves at its
+    own speed (the sky nearly still, the near ground with the characters), as the world's camera sees it."""
+
+    layers: list[np.ndarray]  # uint8 (H, w_k, 4) straight alpha, back to front; the first opaque, the last the near
+    # layer, as wide as the place (where characters stand)
+    lights: list[np.ndarray | None]  # uint8 (H, w_k, 3): light added after layer k (a lamp's glow), or None
+    foreground: np.ndarray  # uint8 (H, near width, 4): drawn in front of characters, alpha 0 elsewhere
+
+
+def _small(rgb: np.ndarray, coverage: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """A supersampled layer (rgb, coverage 0/255) -> uint8 RGBA at ``size`` (w, h), area-averaged premultiplied (the
+    edges' coverage becomes alpha, as the world's downsampled frame blends them)."""
+    a = coverage.astype(np.float32)[..., None] / 255.0
+    small = cv2.resize(np.dstack([rgb.astype(np.float32) * a, a * 255.0]), size, interpolation=cv2.INTER_AREA)
+    alpha = small[..., 3:4]
+    colour = np.where(alpha > 0, small[..., :3] * 255.0 / np.maximum(alpha, 1e-3), 0)
+    return np.dstack([np.clip(colour, 0, 255), alpha]).round().astype(np.uint8)
+
+
+def place_layers(place: str, time: str, height: int = 96, width: int = 144, seed: int = 0,
+                 views: int = 3) -> PlaceLayers:
+    """``place`` at ``time`` with its props (drawn with ``seed``), ``views`` views wide, as its parallax layers: the
+    near layer ``views`` x ``width`` wide, each farther one narrower by its parallax (``place_art``'s convention),
+    so that a camera whose view's left edge is x in the near layer shows layer k from x (w_k - W) / (w_near - W)."""
+    places = load_places()
+    if place not in places:
+        raise ValueError(f"unknown place {place!r}; the world's: {', '.join(places)}")
+    if views < 1 or views > WORLD_WIDTH_FACTOR:
+        raise ValueError(f"place_layers: views in 1..{WORLD_WIDTH_FACTOR:g}, got {views}")
+    rng = np.random.default_rng(seed)
+    scene = PlaceScene(places[place], time, sample_props(places[place], rng), height * SUPERSAMPLE,
+                       width * SUPERSAMPLE, world_width_factor=views, seed=seed)
+    layers, lights = [], []
+    for rgb, coverage, light in scene.layer_pictures():
+        size = (int(round(rgb.shape[1] / SUPERSAMPLE)), height)
+        layers.append(_small(rgb, coverage if layers else np.full_like(coverage, 255), size))
+        lights.append(None if light is None else cv2.resize(light, size, interpolation=cv2.INTER_AREA))
+    near = layers[-1].shape[1]
+    front = scene.front_picture()
+    foreground = (np.zeros((height, near, 4), np.uint8) if front is None
+                  else _small(front[0], front[1], (near, height)))
+    return PlaceLayers(layers, lights, foreground)
+
+
+def place_pictures(height: int = 96, width: int = 144, seed: int = 0) -> list[PlacePicture]:
+    """Every place of the world at every time of day (``place_picture``)."""
+    return [place_picture(p, t, height, width, seed) for p in load_places() for t in TIMES]
 
 
 def character_sprite(spec: CharacterSpec, height: int = SPRITE_HEIGHT) -> tuple[np.ndarray, float]:
