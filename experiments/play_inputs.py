@@ -1,6 +1,7 @@
 """What play gives the decoder, turn by turn, against the truth (docs/layers.md, "What play gives the animator"):
 
     .venv/bin/python experiments/play_inputs.py --world runs/eval_base/world [--sessions 24] [--out FILE.json]
+        [--true-text] [--true-level] [--snap]
 
 Plays the held-out sessions `animegamer eval` plays (the world's test split, through GameSession, the shipped
 model) and records, per turn, what the layered decoder is handed: the verb the engine's motion tokens are read as
@@ -24,7 +25,7 @@ from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR, Evaluator
 from animegamer.evaluation.run import session_characters
 from animegamer.game.session import DEFAULT_WEIGHTS, Game, turn_seed
 from animegamer.game.store import SessionStore
-from animegamer.world.instructions import pair_verb_said
+from animegamer.world.instructions import all_motion_texts, pair_verb_said
 from animegamer.training.action_parts import ActionParts
 from animegamer.world.dataset import WorldDataset
 
@@ -37,6 +38,8 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--true-text", action="store_true", help="hand the animator s_a of the TRUE motion text")
     ap.add_argument("--true-level", action="store_true", help="hand the animator the TRUE level")
+    ap.add_argument("--snap", action="store_true", help="hand the animator s_a whose text part is E_a's tokens of the "
+                                                        "world's motion text nearest the engine's (no training)")
     args = ap.parse_args()
     evaluator = Evaluator.load(DEFAULT_EVALUATOR)
     world = WorldDataset(args.world)
@@ -51,12 +54,17 @@ def main() -> None:
         real = game.layered_shot
         parts = ActionParts(resolve_decoder(args.model or DEFAULT_WEIGHTS))
         current: dict = {}
+        table = parts.text_part(all_motion_texts()).float()  # (K, n_text, D): E_a's tokens of each motion text
 
         def record(previous, s_a, named, anchor, level, verb=None):
             row = current["row"]
             if args.true_text:  # the text part of the true turn's s_a (the visual part is the frame's, as in play)
                 s_a = parts.encode(torch.zeros(1, 3, 96, 144), [row["motion_text"]])[0].to(s_a.dtype)
                 verb = pair_verb_said(row["instruction"]) or row["motion"]
+            if args.snap:  # the engine's text tokens read as the nearest motion text, drawn from its exact tokens
+                n = table.shape[1]
+                near = int(((table - s_a[:n].float()[None]) ** 2).sum(dim=(1, 2)).argmin())
+                s_a = torch.cat([table[near].to(s_a.dtype), s_a[n:]])
             if args.true_level:
                 level = int(row["motion_level"])
             out = real(previous, s_a, named, anchor, level, verb)
