@@ -469,12 +469,12 @@ def test_each_turn_is_framed_as_the_world_frames_a_shot():
     layer = np.dstack([np.full((40, 180, 3), 90, np.uint8), np.full((40, 180), 255, np.uint8)])
     view.wide_layers, view.wide_lights, view.wide_foreground = [layer], [None], np.zeros((40, 180, 4), np.uint8)
     scene = start_scene(stage, "meadow", "day", ["Qiqi"], stage.sprites, pair=False)
-    assert scene.camera == 60 and framed(stage, scene, ["Qiqi"]).camera == pytest.approx(60)  # staged: in the middle
+    assert scene.camera == 60 and framed(stage, scene, ["Qiqi"], "run").camera == pytest.approx(60)  # staged: in the middle
     ran = replace(scene, actors=[replace(scene.actors[0], x=150.0)])
-    assert framed(stage, ran, ["Qiqi"]).camera == pytest.approx(120)  # the place's right end: as far as it goes
+    assert framed(stage, ran, ["Qiqi"], "run").camera == pytest.approx(120)  # the place's right end: as far as it goes
     ran = replace(scene, actors=[replace(scene.actors[0], x=100.0)])
-    assert framed(stage, ran, ["Qiqi"]).camera == pytest.approx(70)
-    assert framed(stage, ran, []).camera == scene.camera  # nobody acts: the camera stays
+    assert framed(stage, ran, ["Qiqi"], "run").camera == pytest.approx(70)
+    assert framed(stage, ran, [], "run").camera == scene.camera  # nobody acts: the camera stays
 
 
 def test_an_animator_that_draws_frame_0_draws_a_scene_that_starts_in_the_verbs_pose(monkeypatch):

@@ -148,13 +148,14 @@ def _blocked(scene: LayeredScene, acting: list[str]) -> LayeredScene:
                         scene.camera)
 
 
-def framed(stage: Stage, scene: LayeredScene, acting: list[str]) -> LayeredScene:
-    """The scene as a new shot's camera frames it: who acts (their middle) in the middle of the view, within the
-    place's ends, as the world's camera frames every shot. Left where the last turn's camera was, a character who
-    had run to a side of the view did the next verb there, and the evaluator named it far less often (docs/layers.md,
-    "A scene that goes on")."""
+def framed(stage: Stage, scene: LayeredScene, acting: list[str], verb: str | None) -> LayeredScene:
+    """The scene as the turn's camera sees it at frame 0: a turn that starts ``verb`` afresh (``afresh``) is a new
+    shot, framed as the world's camera frames every shot: who acts (their middle) in the middle of the view, within
+    the place's ends; a turn that goes on keeps the camera (frame 0 is the frame shown). Left where the last turn's
+    camera was, a character who had run to a side of the view did the next verb there, and the evaluator named it
+    far less often (docs/layers.md, "A scene that goes on")."""
     xs = [a.x for a in scene.actors if a.name in acting]
-    if not xs:
+    if not xs or not afresh(scene, acting, verb):
         return scene
     w = stage.size[1]
     width = place_width(stage, scene.place, scene.time)

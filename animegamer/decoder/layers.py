@@ -56,16 +56,17 @@ def layered_shot(view: PlaceView, sprites: list[np.ndarray], feet: list[np.ndarr
     ``camera`` (T,): the view's left edge in the place's near layer per frame (``feet`` then in its pixels), each
     farther layer panning slower by its parallax (``PlaceView.behind``); None: the one-view picture."""
     t = sprites[0].shape[0] if sprites else (1 if camera is None else len(camera))
-    if camera is not None and not view.wide_layers:
-        raise ValueError("a camera that moves needs the place's wide layers; this stage has none")
     w = view.background.shape[1]
     fore = (view.foreground if camera is None else view.wide_foreground).astype(np.float32)
     fore_alpha = fore[..., 3:4] / 255.0
-    still = view.background.astype(np.float32) if camera is None else None
+    behind: dict[float, np.ndarray] = {}  # the place at each camera position (a still camera: one)
     out = np.empty((t, *view.background.shape), np.uint8)
     for i in range(t):
-        x0 = 0 if camera is None else int(round(float(camera[i])))  # characters and the near layer: whole pixels
-        frame = still.copy() if still is not None else view.behind(float(camera[i]))
+        left = 0.0 if camera is None else float(camera[i])
+        if left not in behind:
+            behind[left] = view.background.astype(np.float32) if camera is None else view.behind(left)
+        x0 = int(round(left))  # characters and the near layer: whole pixels
+        frame = behind[left].copy()
         for spr, xy in zip(sprites, feet):
             paste(frame, spr[i], float(xy[i, 0]) - x0, float(xy[i, 1]), view.light)
         frame = fore_alpha[:, x0:x0 + w] * fore[:, x0:x0 + w, :3] + (1 - fore_alpha[:, x0:x0 + w]) * frame

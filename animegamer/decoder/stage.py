@@ -67,9 +67,8 @@ class PlaceView:
             at = float(round(left)) if last else (left * (layer.shape[1] - w) / span if span > 0 else 0.0)
             at = min(max(at, 0.0), float(layer.shape[1] - w))
             x0, frac = int(np.floor(at)), at - np.floor(at)
-            rgba = _columns(layer, x0, w, frac)
-            alpha = rgba[..., 3:4] / 255.0
-            out = rgba[..., :3] * alpha + (1 - alpha) * out if k else rgba[..., :3]
+            rgba = _columns(layer, x0, w, frac)  # premultiplied
+            out = rgba[..., :3] + (1 - rgba[..., 3:4] / 255.0) * out
             if light is not None:
                 out = np.minimum(out + _columns(light, x0, w, frac), 255.0)
         return out
@@ -95,17 +94,14 @@ def positions(n: int) -> list[float]:
 
 
 def _columns(picture: np.ndarray, x0: int, w: int, frac: float) -> np.ndarray:
-    """float32 columns [x0 + frac, x0 + frac + w) of ``picture``, linearly between its pixels (premultiplied where it
-    has alpha, back to straight), the last column repeated past its end."""
+    """float32 columns [x0 + frac, x0 + frac + w) of ``picture``, linearly between its pixels; an RGBA picture comes
+    back premultiplied (colour x alpha / 255, alpha in 0..255), as it is interpolated and composited."""
     a = picture[:, x0:x0 + w].astype(np.float32)
+    if picture.shape[2] == 4:
+        a[..., :3] *= a[..., 3:] / 255.0
     if frac <= 1e-6:
         return a
-    b = picture[:, min(x0 + 1, picture.shape[1] - w):][:, :w].astype(np.float32)
-    if picture.shape[2] == 3:
-        return (1 - frac) * a + frac * b
-    alpha = (1 - frac) * a[..., 3:] + frac * b[..., 3:]
-    colour = ((1 - frac) * a[..., :3] * a[..., 3:] + frac * b[..., :3] * b[..., 3:]) / np.maximum(alpha, 1e-3)
-    return np.concatenate([colour, alpha], axis=-1)
+    return (1 - frac) * a + frac * _columns(picture, x0 + 1, w, 0.0)
 
 
 def _png(image: np.ndarray) -> np.ndarray:

@@ -39,7 +39,6 @@ from animegamer.decoder.layered import (
     ActorLayer,
     LayeredScene,
     acts_as_pair,
-    afresh,
     draw_turn,
     follow,
     framed,
@@ -163,7 +162,7 @@ def evaluate(animator: SpriteAnimator, decoder_dir: Path, data: str | Path, n: i
 
         def drawn(scene: LayeredScene, turn: dict = row) -> tuple[np.ndarray, LayeredScene]:
             """play's drawing of ``turn``'s verb: framed as play frames a new shot, s_a from the frame it starts from"""
-            scene = framed(stage, scene, names) if afresh(scene, names, turn["motion"]) else scene
+            scene = framed(stage, scene, names, turn["motion"])
             s_a_drawn = parts.encode(frames_from_uint8(scene_frame(stage, scene))[None], [turn["motion_text"]])[0]
             return draw_turn(animator, stage, scene, names, s_a_drawn, int(turn["motion_level"]), references,
                              verb=turn["motion"])

@@ -50,7 +50,6 @@ from animegamer.decoder.anchors import Anchor, named_characters
 from animegamer.decoder.layered import (
     LayeredScene,
     acts_as_pair,
-    afresh,
     draw_turn,
     framed,
     scene_frame,
@@ -470,8 +469,7 @@ class Game:
         if staged:
             scene = start_scene(stage, *where, named, {c: self._sprite(c) for c in named},
                                 pair=acts_as_pair(named, verb))
-        if afresh(scene, named, verb):  # a new shot: framed as the world frames one; a shot that goes on keeps its camera
-            scene = framed(stage, scene, named)
+        scene = framed(stage, scene, named, verb)  # a new verb: a new shot; one that goes on keeps its camera
         h, w = self.decoder.frame_size
         first = scene_frame(stage, scene)
         seen = first if first.shape[:2] == (h, w) else cv2.resize(first, (w, h), interpolation=cv2.INTER_AREA)

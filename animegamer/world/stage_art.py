@@ -41,15 +41,22 @@ class PlacePicture:
     light: tuple[list[float], list[float]] | None  # characters' colour = rgb * light[0] + light[1] (None: as drawn)
 
 
-def place_picture(place: str, time: str, height: int = 96, width: int = 144, seed: int = 0) -> PlacePicture:
-    """``place`` at ``time`` with its props (drawn with ``seed``), as a static shot of its middle shows it (the
-    place several views wide, for a camera that pans: ``place_layers``)."""
+def _place_scene(place: str, time: str, height: int, width: int, seed: int, views: float) -> PlaceScene:
+    """``place`` at ``time`` with its props (drawn with ``seed``), supersampled, ``views`` views wide."""
     places = load_places()
     if place not in places:
         raise ValueError(f"unknown place {place!r}; the world's: {', '.join(places)}")
+    if views < 1 or views > WORLD_WIDTH_FACTOR:
+        raise ValueError(f"a place is 1..{WORLD_WIDTH_FACTOR:g} views wide, got {views}")
     rng = np.random.default_rng(seed)
-    scene = PlaceScene(places[place], time, sample_props(places[place], rng), height * SUPERSAMPLE,
-                       width * SUPERSAMPLE, world_width_factor=WORLD_WIDTH_FACTOR, seed=seed)
+    return PlaceScene(places[place], time, sample_props(places[place], rng), height * SUPERSAMPLE,
+                      width * SUPERSAMPLE, world_width_factor=views, seed=seed)
+
+
+def place_picture(place: str, time: str, height: int = 96, width: int = 144, seed: int = 0) -> PlacePicture:
+    """``place`` at ``time`` with its props (drawn with ``seed``), as a static shot of its middle shows it (the
+    place several views wide, for a camera that pans: ``place_layers``)."""
+    scene = _place_scene(place, time, height, width, seed, WORLD_WIDTH_FACTOR)
     cam = float(_camera_path(scene, "static", np.array([0.5]))[0])
     back = scene.render(cam)
     front = scene.render_foreground(back.copy(), cam)
@@ -89,14 +96,7 @@ def place_layers(place: str, time: str, height: int = 96, width: int = 144, seed
     """``place`` at ``time`` with its props (drawn with ``seed``), ``views`` views wide, as its parallax layers: the
     near layer ``views`` x ``width`` wide, each farther one narrower by its parallax (``place_art``'s convention),
     so that a camera whose view's left edge is x in the near layer shows layer k from x (w_k - W) / (w_near - W)."""
-    places = load_places()
-    if place not in places:
-        raise ValueError(f"unknown place {place!r}; the world's: {', '.join(places)}")
-    if views < 1 or views > WORLD_WIDTH_FACTOR:
-        raise ValueError(f"place_layers: views in 1..{WORLD_WIDTH_FACTOR:g}, got {views}")
-    rng = np.random.default_rng(seed)
-    scene = PlaceScene(places[place], time, sample_props(places[place], rng), height * SUPERSAMPLE,
-                       width * SUPERSAMPLE, world_width_factor=views, seed=seed)
+    scene = _place_scene(place, time, height, width, seed, views)
     layers, lights = [], []
     for rgb, coverage, light in scene.layer_pictures():
         size = (int(round(rgb.shape[1] / SUPERSAMPLE)), height)
