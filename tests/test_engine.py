@@ -36,6 +36,19 @@ def batch_of(engine, sessions, idx=(0, 5, 9, 14)):
     return EngineCollate(engine.vocab["<PAD>"], N)([ds[i] for i in idx])
 
 
+def fit(engine, batch, steps: int) -> dict[str, float]:
+    """``steps`` AdamW steps on one batch; the engine left in eval mode; the last step's logs."""
+    engine.train()
+    opt = torch.optim.AdamW(engine.trainable_parameters(), lr=1e-2)
+    for _ in range(steps):
+        loss, logs = engine(batch)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    engine.eval()
+    return logs
+
+
 def test_attention_mask_layout():
     m = attention_mask(8, past=2, bidirectional=(5, 8))  # rows = absolute positions 2..9
     for i in range(8):
@@ -205,15 +218,7 @@ def test_history_levels_are_learnt_where_they_are_read(sessions):
 
 def test_save_load_round_trip(tmp_path, sessions):
     e = make_engine()
-    b = batch_of(e, sessions)
-    e.train()
-    opt = torch.optim.AdamW(e.trainable_parameters(), lr=1e-2)
-    for _ in range(2):
-        loss, _ = e(b)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    e.eval()
+    fit(e, batch_of(e, sessions), 2)
     save_engine(e, tmp_path / "eng")
     from safetensors.torch import load_file
 
@@ -322,3 +327,54 @@ def test_default_backbone_predicts():
     s = synthetic_sessions(1, 3, 8, 384, seed=0)[0]
     p = e.predict(records(s)[:2], s[2]["instruction"], s[2]["states"])
     assert p.s_a.shape == (8, 384) and p.motion_level in range(1, 6)
+
+
+VERBS = ("run", "walk", "sleep", "talk", "dance", "read", "wave", "play")
+
+
+def with_motion_texts(sessions, table: torch.Tensor) -> list:
+    """The synthetic sessions with s_a's first token the table row of the turn's verb (as a world's s_a begins with
+    E_a's tokens of its motion text), and that text on the turn."""
+    out = []
+    for s in sessions:
+        turns = []
+        for t in s:
+            verb = t["instruction"].split("Motion: ")[1].split(";")[0].split()[-1]
+            s_a = t["s_a"].clone()
+            s_a[:1] = table[VERBS.index(verb)]
+            turns.append({**t, "s_a": s_a, "motion_text": verb})
+        out.append(turns)
+    return out
+
+
+def test_motion_head_says_which_motion(tmp_path, sessions):
+    """The head learns the motion text with cross-entropy; predict puts the chosen text's own tokens in s_a; the
+    head, its texts and table survive save/load; an engine without the head starts one (--init)."""
+    table = torch.randn(len(VERBS), 1, D, generator=torch.Generator().manual_seed(3))
+    data = with_motion_texts(sessions, table)
+    plain = make_engine()
+    e = make_engine(motion_texts=VERBS, n_text=1)
+    e.load_trainable_state_dict(plain.trainable_state_dict(), new_motion_head=True)
+    e.set_motion_table(table)
+    b = batch_of(e, data)
+    labels = e.motion_labels(b.target_rep)
+    index = EngineDataset(data, e.builder, max_turns=5).index  # (session, target turn, n turns) per sample
+    assert [VERBS[int(i)] for i in labels] == [data[index[k][0]][index[k][1]]["motion_text"] for k in (0, 5, 9, 14)]
+    other = b.target_rep.clone()
+    other[1, 0] += 1.0  # a film's own motion text: no label, no loss
+    assert int(e.motion_labels(other)[1]) == IGNORE
+    logs = fit(e, b, 30)
+    assert logs["acc_motion"] == 1.0 and logs["ce_motion"] < 0.5, logs
+    save_engine(e, tmp_path / "eng")
+    e2 = load_engine(tmp_path / "eng")
+    assert e2.cfg.motion_texts == VERBS and torch.equal(e2.motion_table, table)
+    rows = play_sessions(e2, data[:1])
+    si, t, n = index[5]  # a trained sample, as play sees it
+    p = e2.predict(records(data[si])[t - n + 1:t], data[si][t]["instruction"], data[si][t]["states"])
+    assert p.motion_text == data[si][t]["motion_text"]
+    assert torch.equal(p.s_a[:1], table[VERBS.index(p.motion_text)])  # the text's tokens, not a regression
+    assert summarize(rows)["acc_motion_text"] == pytest.approx(sum(r["motion_ok"] for r in rows) / len(rows))
+    with pytest.raises(ValueError, match="missing"):
+        e2.load_trainable_state_dict(plain.trainable_state_dict())
+    with pytest.raises(ValueError, match="motion table"):
+        e2.set_motion_table(table[:3])

@@ -199,6 +199,14 @@ def test_train_engine_on_world_end_to_end(world, phase_a, tmp_path):
     e = load_engine(out / "final")
     assert e.cfg.rep_norm and e.cfg.rep_tokens == N_TEXT + N_VISUAL and e.cfg.rep_dim == WIDTH
     torch.testing.assert_close(e.rep_mean, load_rep_stats(out / "sessions" / "train")[0])
+    # the motion head chooses among the world's motion texts; its table is the text part of the true s_a
+    from animegamer.world.instructions import all_motion_texts
+    assert e.cfg.motion_texts == tuple(all_motion_texts()) and e.cfg.n_text == N_TEXT
+    train_turns = load_sessions(out / "sessions" / "train")[0][0]
+    for turn in train_turns:
+        k = e.cfg.motion_texts.index(turn["motion_text"])
+        torch.testing.assert_close(e.motion_table[k], turn["s_a"][:N_TEXT], atol=1e-4, rtol=1e-4)
+    assert 0 <= tf["acc_motion_text"] <= 1
     # resume: the sessions are reused (not rebuilt) and training continues
     stamp = (out / "sessions" / "train" / "engine_meta.json").stat().st_mtime_ns
     args.train_steps, args.resume = 4, True

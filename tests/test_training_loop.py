@@ -152,6 +152,19 @@ def test_the_run_trains_where_it_is_told(tmp_path):
         assert not (tmp_path / "cuda").exists()  # nothing written
 
 
+def test_bf16_on_a_cpu_that_emulates_it_trains_in_fp32(tmp_path, monkeypatch, capsys):
+    """Emulated bfloat16 is many times slower than fp32 (an AVX2 CPU): the run says so and trains in fp32; a CPU
+    with bf16 in hardware keeps the autocast."""
+    from animegamer.training import loop
+
+    for native, want in ((False, "no"), (True, "bf16")):
+        monkeypatch.setattr(loop, "native_bf16", lambda native=native: native)
+        train(make(), Data(), None, cfg(steps=1, device="cpu", mixed_precision="bf16"), tmp_path / str(native))
+        launch = json.loads((tmp_path / str(native) / "run_config.json").read_text())["launch"]
+        assert launch["mixed_precision"] == want
+    assert "emulates bfloat16" in capsys.readouterr().out
+
+
 def test_crash_mid_save_keeps_previous_checkpoint(tmp_path, monkeypatch):
     real = ckpt_mod.save_safetensors_atomic
     calls = {"n": 0}

@@ -227,7 +227,7 @@ class VisualAnchors(nn.Module):
         self.motions = [dict(m) for m in motions] if motions is not None else None
         self.register_buffer("motion_f_md", motion_f_md.float() if motion_f_md is not None else None, persistent=False)
         self._verbs: list[str] = sorted({m["verb"] for m in self.motions}) if self.motions else []
-        self._verb_tokens: torch.Tensor | None = None  # (V, n_text, D): E_a's text tokens, mean per verb
+        self._motion_tokens: torch.Tensor | None = None  # (K, n_text, D): E_a's text tokens of each motion
         self.frames = frames  # each entry's first frame as encode_frame bytes, or None (tokens only)
         self.grid = (int(grid[0]), int(grid[1]))  # the visual tokens' rows x cols on the frame
         if self.grid[0] * self.grid[1] != f_v.shape[1]:
@@ -388,22 +388,23 @@ class VisualAnchors(nn.Module):
 
     @torch.no_grad()
     def verb(self, text_tokens: torch.Tensor, encoder: ActionEncoder) -> str | None:
-        """The verb motion tokens (n_text, D), the engine's, read as: the verb whose motions' E_a text
-        tokens (their mean) are nearest; None for a bank without motions."""
+        """The verb motion tokens (n_text, D), the engine's, read as: the verb of the bank's motion whose E_a text
+        tokens are nearest; None for a bank without motions. An engine that says its motion text (its tokens are
+        that text's own) is read exactly; the nearest verb's mean, read before, took 0.16 of them for another verb
+        (experiments/engine_says_motion.py)."""
         if not self._verbs:
             return None
-        if self._verb_tokens is None:
+        if self._motion_tokens is None:
             c = encoder.config
             if tuple(self.motion_f_md.shape[1:]) != (c.n_text, c.d_text_in):
                 raise ValueError(f"anchors: the bank's motions were encoded as {tuple(self.motion_f_md.shape[1:])} "
                                  f"text tokens, this decoder reads ({c.n_text}, {c.d_text_in}): rebuild the bank "
                                  "(model pack --anchors) with the decoder's text encoder")
             p = next(encoder.parameters())
-            tokens = encoder.text(self.motion_f_md.to(p)).float()  # (K, n_text, D)
-            self._verb_tokens = torch.stack([tokens[[i for i, m in enumerate(self.motions) if m["verb"] == v]].mean(0)
-                                             for v in self._verbs])  # (V, n_text, D)
-        t = text_tokens.float().to(self._verb_tokens.device)
-        return self._verbs[int(torch.argmin(relative_distance(t[None].expand_as(self._verb_tokens), self._verb_tokens)))]
+            self._motion_tokens = encoder.text(self.motion_f_md.to(p)).float()  # (K, n_text, D)
+        t = text_tokens.float().to(self._motion_tokens.device)
+        k = int(torch.argmin(relative_distance(t[None].expand_as(self._motion_tokens), self._motion_tokens)))
+        return self.motions[k]["verb"]
 
     def _draw(self, near_to: torch.Tensor, candidates: list[int], encoder: ActionEncoder,
               generator: torch.Generator | None) -> int:

@@ -93,7 +93,10 @@ def play_sessions(engine, sessions: list, window: int | None = None, closed_loop
                              "ml_off_by_one": float(abs(p.motion_level - true.motion_level) == 1),
                              **({"mae": sum(err.values()) / len(err)} if err else {}),
                              **{f"mae_{k}": float(v) for k, v in err.items()},
-                             **rep_metrics(engine, p.s_a, true.s_a, n_text), "sec": p.timings["total_s"]})
+                             **rep_metrics(engine, p.s_a, true.s_a, n_text), "sec": p.timings["total_s"],
+                             # the motion text the head chose, where the engine has one and the turn says its own
+                             **({"motion_ok": float(p.motion_text == d["motion_text"])}
+                                if p.motion_text is not None and d.get("motion_text") else {})})
                 hist.append(TurnRecord(true.instruction, p.s_a, p.motion_level, p.deltas, true.states)
                             if closed_loop else true)
                 bar.update(1)
@@ -116,6 +119,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         return {}
     keys = ["ml_ok", "mae", "mae_social", "mae_entertainment", "mae_stamina", *S_A_METRICS]
     out: dict[str, Any] = {"acc_motion_level": _mean(rows, "ml_ok"), "mae_deltas": _mean(rows, "mae"),
+                           **({"acc_motion_text": _mean(rows, "motion_ok")} if any("motion_ok" in r for r in rows) else {}),
                            **{k: _mean(rows, k) for k in keys[2:]}, "sec_per_turn": _mean(rows, "sec"),
                            "turns": len(rows), "sessions": len({r["session"] for r in rows})}
     per_turn = {}

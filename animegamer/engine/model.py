@@ -88,10 +88,24 @@ class EngineConfig:
     # offsets), while the engine's inputs and outputs (history s_a, Prediction.s_a) stay in the
     # decoder's space. False = identity (engines saved before this field).
     rep_norm: bool = False
+    # Say which motion the next shot shows. The regressed text tokens of s_a score each of these motion texts (the
+    # world's, in its order) by their distance to the text's own tokens (buffer motion_table, (K, n_text, D), saved
+    # with the weights): logits = -mean squared distance in the standardised space x a learnt scale + a learnt
+    # prior, trained with cross-entropy (motion_weight). In play s_a's first n_text tokens are then the chosen
+    # text's own tokens. Why: an MSE regression lands between texts where the engine is unsure (play_with read as
+    # run) and the animator draws the verb the tokens are nearest; scoring by distance starts from that reading
+    # and teaches the margin. () = no scoring: the tokens as regressed (engines saved before this field).
+    motion_texts: tuple[str, ...] = ()
+    n_text: int = 0  # text tokens at the start of s_a (with motion_texts)
+    motion_weight: float = 1.0
 
     def __post_init__(self) -> None:
         self.lora_targets = tuple(self.lora_targets)
+        self.motion_texts = tuple(self.motion_texts)
         checks = {
+            "motion_texts": len(set(self.motion_texts)) == len(self.motion_texts),
+            "n_text": 0 <= self.n_text <= self.rep_tokens and (self.n_text >= 1 or not self.motion_texts),
+            "motion_weight": self.motion_weight >= 0,
             "rep_tokens": self.rep_tokens >= 1, "rep_dim": self.rep_dim >= 1, "lora_rank": self.lora_rank >= 1,
             "alpha_mse": self.alpha_mse >= 0, "window": self.window >= 0,
             "history_level_weight": self.history_level_weight >= 0,
@@ -107,6 +121,7 @@ class EngineConfig:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["lora_targets"] = list(self.lora_targets)
+        d["motion_texts"] = list(self.motion_texts)
         return d
 
     @classmethod
@@ -139,6 +154,7 @@ class Prediction:
     deltas: dict[str, int]  # stamina -1|0|1, social 0|1, entertainment 0|1
     probs: list[list[float]] = field(default_factory=list)  # per field, over its valid values
     timings: dict[str, float] = field(default_factory=dict)
+    motion_text: str | None = None  # the motion text the engine chose (EngineConfig.motion_texts); None = no head
     # the level the decoder is asked to draw where a model says so apart from motion_level (an imported
     # release played faithfully: engine/release_engine.py); None = motion_level
     decoder_level: int | None = None
@@ -200,9 +216,14 @@ class GameEngine(nn.Module):
             self.queries = nn.Parameter(std * torch.randn(N, H))  # (N, H) current-turn query slots
             self.in_resampler = _mlp(D, H, H)  # s_a token -> LLM embedding
             self.out_resampler = _mlp(H, H, D)  # LLM hidden at a query slot -> s_a token
+            if cfg.motion_texts:  # scale 10: logit gaps of a few units between texts at unit distances
+                self.motion_log_scale = nn.Parameter(torch.tensor(2.3))
+                self.motion_bias = nn.Parameter(torch.zeros(len(cfg.motion_texts)))
         if cfg.rep_norm:  # identity until set_rep_stats; persistent: in checkpoints and engine.safetensors
             self.register_buffer("rep_mean", torch.zeros(N, D))
             self.register_buffer("rep_std", torch.ones(N, D))
+        if cfg.motion_texts:  # E_a's text tokens of each motion text, decoder space; set_motion_table
+            self.register_buffer("motion_table", torch.zeros(len(cfg.motion_texts), cfg.n_text, D))
         if cfg.gradient_checkpointing:
             self.backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         for f in range(len(FIELDS)):  # new-table rows of field f's value tokens
@@ -217,8 +238,39 @@ class GameEngine(nn.Module):
         return {**sd, **self._norm_buffers()}
 
     def _norm_buffers(self) -> dict[str, torch.Tensor]:
-        return {"rep_mean": self.rep_mean, "rep_std": self.rep_std} if self.cfg.rep_norm else {}
+        norm = {"rep_mean": self.rep_mean, "rep_std": self.rep_std} if self.cfg.rep_norm else {}
+        return {**norm, **({"motion_table": self.motion_table} if self.cfg.motion_texts else {})}
 
+    def set_motion_table(self, table: torch.Tensor) -> None:
+        """E_a's text tokens of each of ``cfg.motion_texts``, (K, n_text, D) in the decoder's space, in that order."""
+        shape = (len(self.cfg.motion_texts), self.cfg.n_text, self.cfg.rep_dim)
+        if not self.cfg.motion_texts or tuple(table.shape) != shape or not bool(torch.isfinite(table).all()):
+            raise ValueError(f"the motion table must be {shape} and finite (an engine with motion_texts), "
+                             f"got {tuple(table.shape)}")
+        with torch.no_grad():
+            self.motion_table.copy_(table)
+        self.reset_cache()
+
+    def motion_labels(self, target_rep: torch.Tensor, tol: float = 1e-3) -> torch.Tensor:
+        """(B, N, D) target s_a -> (B,) index of the motion text whose tokens its text part is, IGNORE where none
+        is (a film's own motion text): the labels come with the targets."""
+        n = self.cfg.n_text
+        d = torch.cdist(target_rep[:, :n].flatten(1).float(), self.motion_table.flatten(1).float())  # (B, K)
+        dist, idx = d.min(dim=1)
+        scale = self.motion_table.flatten(1).float().norm(dim=1).mean()
+        return torch.where(dist <= tol * scale, idx, torch.full_like(idx, IGNORE))
+
+    def motion_logits(self, pred: torch.Tensor) -> torch.Tensor:
+        """(B, N, D) predicted s_a in the standardised space -> (B, K) logits over cfg.motion_texts."""
+        n = self.cfg.n_text
+        table = self.normalize_rep_text(self.motion_table.float())  # (K, n, D)
+        d2 = (pred[:, None, :n].float() - table[None]).pow(2).mean(dim=(2, 3))  # (B, K)
+        return -d2 * self.motion_log_scale.exp() + self.motion_bias
+
+    def normalize_rep_text(self, text: torch.Tensor) -> torch.Tensor:
+        """(..., n_text, D) text tokens in the decoder's space -> the standardised space."""
+        n = self.cfg.n_text
+        return (text - self.rep_mean[:n]) / self.rep_std[:n] if self.cfg.rep_norm else text
     def set_rep_stats(self, mean: torch.Tensor, std: torch.Tensor) -> None:
         """Per-(token, dim) statistics of the training s_a, (N, D) each (std > 0)."""
         if not self.cfg.rep_norm:
@@ -252,8 +304,12 @@ class GameEngine(nn.Module):
     def export_pretrained(self, out_dir: str | Path) -> None:
         write_engine_files(self, out_dir)
 
-    def load_trainable_state_dict(self, sd: dict[str, torch.Tensor]) -> None:
+    def load_trainable_state_dict(self, sd: dict[str, torch.Tensor], new_motion_head: bool = False) -> None:
+        """``new_motion_head``: the weights come from an engine without motion texts (their scale and prior stay
+        as initialised, their table to be set: ``set_motion_table``)."""
         want = {n for n, p in self.named_parameters() if p.requires_grad} | set(self._norm_buffers())
+        if new_motion_head:
+            want -= {"motion_log_scale", "motion_bias", "motion_table"}
         missing, extra = want - set(sd), set(sd) - want
         if missing or extra:
             raise ValueError(f"engine weights do not match: missing={sorted(missing)[:5]} unexpected={sorted(extra)[:5]}")
@@ -326,7 +382,8 @@ class GameEngine(nn.Module):
     def forward(self, batch) -> tuple[torch.Tensor, dict[str, float]]:
         """loss = mean CE over the 4 value fields + alpha_mse * MSE(predicted s_a, target s_a), the
         MSE (and the logged cosine) in the standardised space when ``cfg.rep_norm``; plus
-        history_level_weight * CE of the history turns' levels when that weight is set."""
+        history_level_weight * CE of the history turns' levels when that weight is set; plus motion_weight * CE
+        of the motion text when the engine has the motion head."""
         pred, all_logits, h = self._outputs_and_hidden(batch)
         ces, logs = [], {}
         for f, (name, _, values) in enumerate(FIELDS):
@@ -351,6 +408,15 @@ class GameEngine(nn.Module):
             loss = loss + self.cfg.history_level_weight * ce_hist
             logs.update(ce_history_level=float(ce_hist.detach()),
                         acc_history_level=float((hlog.argmax(-1) == hl[:, 2]).float().mean()))
+        if self.cfg.motion_texts:
+            labels = self.motion_labels(batch.target_rep)
+            known = labels != IGNORE
+            if bool(known.any()):
+                mlog = self.motion_logits(pred)[known]
+                ce_motion = F.cross_entropy(mlog, labels[known])
+                loss = loss + self.cfg.motion_weight * ce_motion
+                logs.update(ce_motion=float(ce_motion.detach()),
+                            acc_motion=float((mlog.argmax(-1) == labels[known]).float().mean()))
         cos = F.cosine_similarity(pred.detach().float(), target, dim=-1).mean()
         logs.update(loss=float(loss.detach()), ce=float(ce.detach()), mse=float(mse.detach()), cos=float(cos))
         return loss, logs
@@ -429,6 +495,11 @@ class GameEngine(nn.Module):
             pos = torch.arange(past, past + len(ids), device=dev).unsqueeze(0)  # (1, L)
             h = self._run(x, mask[None, None], pos, self._cache)[0]  # (L, H)
             s_a = self.denormalize_rep(self.out_resampler(h[q0:q0 + N]).float()).cpu()  # (N, D): exactly the query slots
+            motion_text = None
+            if self.cfg.motion_texts:  # the chosen text's own tokens, not a regression between texts
+                k = int(self.motion_logits(self.out_resampler(h[None, q0:q0 + N]).float()).argmax())
+                motion_text = self.cfg.motion_texts[k]
+                s_a[:self.cfg.n_text] = self.motion_table[k].float().cpu()
             t1 = time.perf_counter()
             chosen, probs = [], []
             last = h[-1]
@@ -454,7 +525,7 @@ class GameEngine(nn.Module):
         deltas = {FIELDS[f][0]: values[f] for f in range(1, len(FIELDS))}
         t2 = time.perf_counter()
         return Prediction(
-            s_a=s_a, motion_level=values[0], deltas=deltas, probs=probs,
+            s_a=s_a, motion_level=values[0], deltas=deltas, probs=probs, motion_text=motion_text,
             timings={"total_s": t2 - t0, "prefill_s": t1 - t0, "decode_s": t2 - t1,
                      "computed_tokens": float(len(ids)), "reused_tokens": float(reused), "history_turns": float(len(window))},
         )

@@ -158,6 +158,14 @@ class ActionRepresentation(nn.Module):
         p = next(self.action_encoder.parameters())
         return self.action_encoder(f_md.to(p), f_v.to(p))  # (B, N, D)
 
+    @torch.no_grad()
+    def encode_text(self, motion_texts: list[str]) -> torch.Tensor:
+        """Motion texts -> s_a's text tokens (B, n_text, D): E_a's text stream reads the text alone."""
+        c = self.action_encoder.config
+        states, mask = self.text_encoder.token_states(list(motion_texts), c.n_text)
+        p = next(self.action_encoder.parameters())
+        return self.action_encoder.text(masked_text_states(states.float(), mask).to(p))  # (B, n_text, D)
+
     def encode_shots(
         self, frames: torch.Tensor, motion_texts: list[str], generator: torch.Generator | None = None
     ) -> torch.Tensor:

@@ -131,6 +131,12 @@ def load_representation(inputs: dict[str, Any]):
     return ActionRepresentation(tower, text, ea).eval()
 
 
+def motion_text_table(build: dict[str, Any], texts: list[str]) -> torch.Tensor:
+    """s_a's text tokens of each motion text (K, n_text, D) with the representation a sessions directory's
+    ``build`` records: what its turns' true s_a begin with."""
+    return load_representation(build).encode_text(texts).float().cpu()
+
+
 # --------------------------------------------------------------------- statistics
 def rep_stats(sessions: list[list[dict[str, Any]]]) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-(token, dim) mean and std (N, D) of the s_a of all turns. The std is floored at

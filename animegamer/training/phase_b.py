@@ -19,6 +19,10 @@
 
 s_a is standardised per (token, dim) inside the engine with the training sessions' statistics
 (EngineConfig.rep_norm, ``--no-rep-norm`` to turn off); predictions come out in the decoder's space.
+Where the data record how their s_a were made (a world dataset, or sessions built from one), the engine also
+learns to say which of the world's motion texts the next shot shows (EngineConfig.motion_texts: its regressed
+text tokens scored against each text's own, cross-entropy); the labels are free, s_a's text part is one of them.
+An ``--init`` engine without motion texts gains them.
 
 Output: ``OUT/final/`` loads with ``animegamer.engine.model.load_engine`` (engine.json +
 engine.safetensors: LoRA, new-token embeddings, queries, resamplers, s_a statistics);
@@ -34,6 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from animegamer.core.checkpoint import load_json, load_safetensors, save_json_atomic
 from animegamer.core.devices import QUANTIZE
 from animegamer.core.runs import ENGINE_CONFIG, ENGINE_WEIGHTS, resolve_engine
@@ -48,8 +54,15 @@ from animegamer.engine.evaluate import (
 )
 from animegamer.engine.model import EngineConfig, GameEngine, engine_config, load_engine
 from animegamer.training.arguments import add_train_arguments, train_config_from_args
-from animegamer.training.engine_sessions import build_engine_splits, is_world_dataset, load_rep_stats, rep_stats
+from animegamer.training.engine_sessions import (
+    build_engine_splits,
+    is_world_dataset,
+    load_rep_stats,
+    motion_text_table,
+    rep_stats,
+)
 from animegamer.training.loop import TrainConfig, train
+from animegamer.world.instructions import all_motion_texts
 
 ENGINE_RUN_CONFIG = "engine_config.json"
 
@@ -66,8 +79,9 @@ class EnginePreset:
 PRESETS: dict[str, EnginePreset] = {
     "tiny": EnginePreset("tiny", TrainConfig(steps=20, batch_size=2, lr=1e-3, warmup_steps=2, log_every=5,
                                              save_every=10, ema_decay=0.0)),
-    # bf16 autocast measured ~15% faster per step than fp32 on this CPU (AMX). The step count is a
-    # CPU budget: ~3.3 s per step at batch 2 with samples of up to 3 turns (--max-turns 3) on one core.
+    # bf16 autocast measured ~15% faster per step than fp32 on an AMX CPU; where bf16 is emulated (AVX2) the
+    # loop trains in fp32 (2.3 s a step at batch 2, samples of up to 3 turns, 2 threads, AMD EPYC). The step
+    # count is a CPU budget.
     "default": EnginePreset("default", TrainConfig(steps=1000, batch_size=2, lr=3e-4, warmup_steps=40,
                                                    weight_decay=0.0, log_every=10, save_every=50, grad_clip=1.0,
                                                    mixed_precision="bf16")),
@@ -155,6 +169,21 @@ def _sessions(args: argparse.Namespace, rep_tokens: int, rep_dim: int, seed: int
     return train, held, {"source": str(args.data), "stats": load_rep_stats(args.data), **meta}
 
 
+def motion_table(source: dict[str, Any]) -> tuple[list[str], torch.Tensor] | None:
+    """The world's motion texts and s_a's text tokens of each, (K, n_text, D), with the representation the data's
+    s_a were computed with: the engine's motion head chooses among them. None where the data do not say how they
+    were made (synthetic sessions, a sessions dir written by hand)."""
+    build = source.get("build") or {}
+    if not build.get("decoder") or not source.get("n_text"):
+        return None
+    texts = all_motion_texts()
+    table = motion_text_table(build, texts)
+    if table.shape[1] != source["n_text"]:
+        raise SystemExit(f"train engine: the representation gives {table.shape[1]} text tokens, the data "
+                         f"{source['n_text']}")
+    return texts, table
+
+
 def evaluate(engine, sessions: list, closed_loop: bool = False) -> dict[str, Any]:
     """Motion-level accuracy, delta MAE and s_a similarity on whole sessions, per turn index, at
     the engine's window (the full report with the window comparison: animegamer.engine.evaluate)."""
@@ -186,8 +215,11 @@ def run(args: argparse.Namespace) -> int:
                                                      "rep_dim": source["rep_dim"]})
     if not train_sessions:
         raise SystemExit("train engine: no training sessions left after --eval-sessions")
+    motion = None if (args.resume and saved_cfg.is_file()) else motion_table(source)
+    if motion is not None:
+        cfg = EngineConfig.from_dict({**cfg.to_dict(), "motion_texts": motion[0], "n_text": source["n_text"]})
 
-    init_weights = None
+    init_weights, new_head = None, False
     if args.init is not None and not (args.resume and saved_cfg.is_file()):  # a resumed run has its own weights
         init_dir = resolve_engine(args.init)
         init_cfg = EngineConfig.from_dict(load_json(init_dir / ENGINE_CONFIG)["config"])
@@ -197,13 +229,20 @@ def run(args: argparse.Namespace) -> int:
         # the init engine fixes the architecture; the play window and the loss weighting may change
         keep = {k: v for k, v in (("window", args.window), ("alpha_mse", args.alpha_mse),
                                    ("history_level_weight", args.history_level_weight)) if v is not None}
+        if motion is not None and not init_cfg.motion_texts:  # the head is new: the rest is the init engine's
+            keep.update(motion_texts=motion[0], n_text=source["n_text"])
         cfg = EngineConfig.from_dict({**init_cfg.to_dict(), **keep})
+        new_head = bool(cfg.motion_texts) and not init_cfg.motion_texts
         init_weights = load_safetensors(init_dir / ENGINE_WEIGHTS)
         print(f"[engine] initialised from {init_dir}")
 
     engine = GameEngine(cfg)
     if init_weights is not None:  # also restores the s_a statistics the weights were trained with
-        engine.load_trainable_state_dict(init_weights)
+        engine.load_trainable_state_dict(init_weights, new_motion_head=new_head)
+    if motion is not None and cfg.motion_texts:  # this data's E_a (a fine-tuned decoder's may differ from init's)
+        if list(cfg.motion_texts) != motion[0]:
+            raise SystemExit("train engine: the init engine's motion texts are not this world's")
+        engine.set_motion_table(motion[1])
     # statistics of the training s_a (a resumed run reloads the same from its checkpoint)
     if cfg.rep_norm and (init_weights is None or args.init_new_targets):
         stats = source.get("stats")
