@@ -235,9 +235,10 @@ class GameEngine(nn.Module):
         """Everything that is trained (LoRA, new embeddings, value bias, queries, resamplers), plus
         the s_a standardisation buffers when ``cfg.rep_norm``."""
         sd = {n: p.detach() for n, p in self.named_parameters() if p.requires_grad}
-        return {**sd, **self._norm_buffers()}
+        return {**sd, **self._saved_buffers()}
 
-    def _norm_buffers(self) -> dict[str, torch.Tensor]:
+    def _saved_buffers(self) -> dict[str, torch.Tensor]:
+        """The buffers saved with the trained parts: the s_a statistics and the motion texts' tokens."""
         norm = {"rep_mean": self.rep_mean, "rep_std": self.rep_std} if self.cfg.rep_norm else {}
         return {**norm, **({"motion_table": self.motion_table} if self.cfg.motion_texts else {})}
 
@@ -271,6 +272,7 @@ class GameEngine(nn.Module):
         """(..., n_text, D) text tokens in the decoder's space -> the standardised space."""
         n = self.cfg.n_text
         return (text - self.rep_mean[:n]) / self.rep_std[:n] if self.cfg.rep_norm else text
+
     def set_rep_stats(self, mean: torch.Tensor, std: torch.Tensor) -> None:
         """Per-(token, dim) statistics of the training s_a, (N, D) each (std > 0)."""
         if not self.cfg.rep_norm:
@@ -307,13 +309,13 @@ class GameEngine(nn.Module):
     def load_trainable_state_dict(self, sd: dict[str, torch.Tensor], new_motion_head: bool = False) -> None:
         """``new_motion_head``: the weights come from an engine without motion texts (their scale and prior stay
         as initialised, their table to be set: ``set_motion_table``)."""
-        want = {n for n, p in self.named_parameters() if p.requires_grad} | set(self._norm_buffers())
+        want = {n for n, p in self.named_parameters() if p.requires_grad} | set(self._saved_buffers())
         if new_motion_head:
             want -= {"motion_log_scale", "motion_bias", "motion_table"}
         missing, extra = want - set(sd), set(sd) - want
         if missing or extra:
             raise ValueError(f"engine weights do not match: missing={sorted(missing)[:5]} unexpected={sorted(extra)[:5]}")
-        params = {**dict(self.named_parameters()), **self._norm_buffers()}
+        params = {**dict(self.named_parameters()), **self._saved_buffers()}
         with torch.no_grad():
             for n, t in sd.items():
                 if params[n].shape != t.shape:
