@@ -496,10 +496,11 @@ class GameEngine(nn.Module):
             mask = attention_mask(len(ids), past, (past + q0, past + q0 + N)).to(dev)  # (L, past+L)
             pos = torch.arange(past, past + len(ids), device=dev).unsqueeze(0)  # (1, L)
             h = self._run(x, mask[None, None], pos, self._cache)[0]  # (L, H)
-            s_a = self.denormalize_rep(self.out_resampler(h[q0:q0 + N]).float()).cpu()  # (N, D): exactly the query slots
+            z = self.out_resampler(h[q0:q0 + N]).float()  # (N, D) standardised: exactly the query slots
+            s_a = self.denormalize_rep(z).cpu()
             motion_text = None
             if self.cfg.motion_texts:  # the chosen text's own tokens, not a regression between texts
-                k = int(self.motion_logits(self.out_resampler(h[None, q0:q0 + N]).float()).argmax())
+                k = int(self.motion_logits(z[None]).argmax())
                 motion_text = self.cfg.motion_texts[k]
                 s_a[:self.cfg.n_text] = self.motion_table[k].float().cpu()
             t1 = time.perf_counter()

@@ -146,11 +146,14 @@ class ActionRepresentation(nn.Module):
         self, first_frames: torch.Tensor, motion_texts: list[str]
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The frozen inputs of E_a: (f_md (B, n_text, d_t), f_v (B, n_visual, d_v))."""
-        c = self.action_encoder.config
-        states, mask = self.text_encoder.token_states(list(motion_texts), c.n_text)
-        f_md = masked_text_states(states.float(), mask)  # (B, n_text, d_t)
         f_v = self.vision_tower.patch_tokens(first_frames).float()  # (B, n_visual, d_v)
-        return f_md, f_v
+        return self.text_features(motion_texts), f_v
+
+    @torch.no_grad()
+    def text_features(self, motion_texts: list[str]) -> torch.Tensor:
+        """E_a's frozen text input f_md (B, n_text, d_t): the text encoder's token states, padding zeroed."""
+        states, mask = self.text_encoder.token_states(list(motion_texts), self.action_encoder.config.n_text)
+        return masked_text_states(states.float(), mask)
 
     def encode(self, first_frames: torch.Tensor, motion_texts: list[str]) -> torch.Tensor:
         """first_frames (B, 3, H, W) in [-1, 1], motion texts -> s_a (B, N, D)."""
@@ -161,10 +164,8 @@ class ActionRepresentation(nn.Module):
     @torch.no_grad()
     def encode_text(self, motion_texts: list[str]) -> torch.Tensor:
         """Motion texts -> s_a's text tokens (B, n_text, D): E_a's text stream reads the text alone."""
-        c = self.action_encoder.config
-        states, mask = self.text_encoder.token_states(list(motion_texts), c.n_text)
         p = next(self.action_encoder.parameters())
-        return self.action_encoder.text(masked_text_states(states.float(), mask).to(p))  # (B, n_text, D)
+        return self.action_encoder.text(self.text_features(motion_texts).to(p))  # (B, n_text, D)
 
     def encode_shots(
         self, frames: torch.Tensor, motion_texts: list[str], generator: torch.Generator | None = None
