@@ -58,6 +58,15 @@ def test_shipped_model_draws_its_turns_goes_on_from_the_last_frame_and_reopens(t
     after = LayeredScene.from_bytes(again.layers)
     assert t4.anchor == "went on" and after.actors[0].verb == "wave"  # the same scene, another verb: afresh
     assert (after.place, after.time) == (scene.place, scene.time)
+    # the engine's tokens read as another scene: a turn that names no place or time stays where it was (the world's
+    # rule); one that names a place moves there and keeps the time it does not name
+    monkeypatch.setattr(Game, "_scene_named", lambda self, anchor: ("station", "night"))
+    again.step("Qiqi waves happily.")
+    assert (LayeredScene.from_bytes(again.layers).place, LayeredScene.from_bytes(again.layers).time) == (
+        scene.place, scene.time)
+    again.step("Qiqi waves at the train station.")
+    assert (LayeredScene.from_bytes(again.layers).place, LayeredScene.from_bytes(again.layers).time) == (
+        "station", scene.time)
 
 
 def test_shipped_evaluator_names_who_where_and_when_in_true_shots():

@@ -12,6 +12,7 @@ import torch
 
 from animegamer.cli import main as cli_main
 from animegamer.decoder.layered import (
+    apart,
     EDGE,
     FOLLOW,
     LayeredScene,
@@ -657,3 +658,23 @@ def test_pack_the_animator_draws_the_stage_wide_and_leaves_out_what_layers_super
     assert dec2.draws_layers and dec2.motion is None and not dec2.sampler.flow_motion
     assert dec2.anchors.frames is None and len(dec2.anchors.entries) == 3  # the tokens stay: they name the scene
     assert all(len(v.wide_layers) == 4 and v.width == 3 * v.background.shape[1] for v in dec2.stage.places.values())
+
+
+def test_two_who_each_lie_down_are_drawn_side_by_side_not_one_over_the_other():
+    """apart: characters who each do a verb of one stand at least their widest pose apart (lying ones far, standing
+    ones as the stage stood them); each keeps its own motion, the group its middle, and all stay in the place."""
+    t, h, w = 5, SPRITE_H, SPRITE_W
+
+    def sprite(half_width: int) -> np.ndarray:
+        s = np.zeros((t, h, w, 4), np.float32)
+        s[:, 60:70, w // 2 - half_width:w // 2 + half_width, 3] = 1.0
+        return s
+
+    lying, standing = sprite(25), sprite(5)
+    xs = [np.full(t, 100.0), np.array([120.0, 121, 122, 123, 124])]
+    a, b = apart(xs, [lying, lying], 10.0, 300.0)
+    assert b[0] - a[0] >= 50 and np.allclose(np.diff(b), 1.0) and np.allclose(np.diff(a), 0.0)
+    assert np.isclose((a[0] + b[0]) / 2, 110.0)
+    assert all(np.array_equal(x, y) for x, y in zip(apart(xs, [standing, standing], 10.0, 300.0), xs))
+    a, b = apart([np.full(t, 20.0), np.full(t, 30.0)], [lying, lying], 10.0, 300.0)  # by the place's left end
+    assert a[0] - 25 >= 10.0 and b[0] - a[0] >= 50

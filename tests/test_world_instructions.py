@@ -8,16 +8,19 @@ import numpy as np
 import pytest
 
 from animegamer.world import instructions as ins
+from animegamer.world.sessions import plan_session
 from animegamer.world.instructions import (
     Action,
     InstructionError,
     motion_text,
     pair_verb_said,
+    place_said,
     paraphrase,
     parse_structured,
     render_instruction,
     structured,
     template_ids,
+    time_said,
 )
 
 NAMES = ["Qiqi", "Mika", "Ren", "Sora"]
@@ -264,3 +267,17 @@ def test_a_verb_of_two_is_found_in_every_wording_the_world_gives_it():
                  "Yuki and Ren sprint on the sand at dusk.", "Character: Qiqi, Ren; Motion: quickly run; "
                  "Background: day town."):
         assert pair_verb_said(text) is None, text
+
+
+def test_the_place_and_time_an_instruction_names_are_read_and_what_it_leaves_out_did_not_change():
+    """The game keeps a scene's place and time where a turn names none (game/session.kept_scene): over world
+    sessions, what place_said / time_said read is the turn's own, and where they read nothing it did not change."""
+    for split in ("train", "heldout"):
+        for index in range(40):
+            for t in plan_session(7, index, 6, split=split).turns:
+                place, time = place_said(t.instruction), time_said(t.instruction)
+                assert place == t.action.place if place else not t.place_changed, t.instruction
+                assert time == t.action.time if time else not t.time_changed, t.instruction
+    assert place_said("Qiqi walks from the beach into the woods at dusk.") == "forest"  # the last one named
+    assert (place_said("Ren reads in his room."), time_said("Ren reads in his room.")) == ("bedroom", None)
+    assert (place_said("Qiqi laughs."), time_said("Tonight, Qiqi laughs.")) == (None, "night")

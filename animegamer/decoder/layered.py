@@ -40,6 +40,8 @@ EDGE = 0.08  # a character's feet stay this far (a share of the view's width) fr
 TRAVELS_PX = 4.0  # a character whose feet move this far in a turn is followed by the camera
 FOLLOW = 0.15  # a followed character is eased to this share of the width behind the view's middle (room ahead)
 EASE_FRAMES = 8  # frames the camera takes to bring a followed character there
+INK = 0.25  # a sprite's coverage from which a pixel counts as the character's (apart: who covers whom)
+MARGIN_PX = 2.0  # the least gap apart leaves between two characters' ink
 MAX_ACTORS = 64  # a saved scene holds at most this many characters (a game's most)
 MAX_LAYERS_BYTES = MAX_ACTORS * SPRITE_H * SPRITE_W * 4 + 64 * 1024  # a saved scene's blob: its sprites and header
 
@@ -252,6 +254,14 @@ def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, actin
         feet.append(np.stack([xs, ground - lift], axis=1))
         after.append(ActorLayer(actor.name, np.clip((drawn[-1] * 255).round(), 0, 255).astype(np.uint8),
                                 float(xs[-1]), actor.facing, "" if verb is None else verb))
+    if start == 0 and not pair and len(acts) > 1:  # each drawn afresh, frame 0 too: nothing shown moves
+        moved = apart([feet[i][:, 0] for i, a in enumerate(scene.actors) if a.name in acts],
+                      [sprites[i] for i, a in enumerate(scene.actors) if a.name in acts], lo, hi)
+        k = iter(moved)
+        for i, a in enumerate(scene.actors):
+            if a.name in acts:
+                feet[i][:, 0] = next(k)
+                after[i] = replace(after[i], x=float(feet[i][-1, 0]))
     camera = np.full(t, scene.camera)
     if acting:
         lead = feet[[a.name for a in scene.actors].index(acting[0])][:, 0]
@@ -264,6 +274,31 @@ def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, actin
     if start:  # frame 0 is what the player saw last; drawn from 0, it is the drawing
         frames[0] = frame0
     return frames, LayeredScene(scene.place, scene.time, [after[i] for i in order], float(camera[-1]))
+
+
+def apart(xs: list[np.ndarray], sprites: list[np.ndarray], lo: float, hi: float) -> list[np.ndarray]:
+    """Feet columns (T,) of characters who each do a verb of one, pushed apart so that the widest pose of one
+    does not cover the other's: two who lie down or read side by side, wider than the stage's standing spacing, are
+    drawn next to each other, not one over the other (the world draws a verb of one alone, so its films say nothing
+    of how far apart two stand). Poses only, not the way they travel: two who run together stay abreast as they
+    stood. Each keeps its order and its own motion; the group keeps its middle and stays within [lo, hi]."""
+    if len(xs) < 2:
+        return xs
+    reach = []  # how far each one's ink reaches left and right of its feet, in any frame of the turn
+    for drawn in sprites:
+        cols = np.nonzero(drawn[..., 3].max(axis=(0, 1)) > INK)[0] - SPRITE_W / 2
+        reach.append((float(cols.min()), float(cols.max() + 1)) if len(cols) else (0.0, 0.0))
+    order = np.argsort([x[0] for x in xs], kind="stable")
+    start = [float(xs[i][0]) for i in order]
+    for j in range(1, len(order)):  # each at least its reach right of the one before
+        start[j] = max(start[j], start[j - 1] + reach[order[j - 1]][1] - reach[order[j]][0] + MARGIN_PX)
+    start = [s + np.mean([xs[i][0] for i in order]) - np.mean(start) for s in start]
+    low, high = start[0] + reach[order[0]][0], start[-1] + reach[order[-1]][1]
+    inside = float(np.clip(0.0, lo - low, max(lo - low, hi - high)))  # keep the group in the place
+    out = list(xs)
+    for i, s0 in zip(order, start):
+        out[i] = xs[i] + (s0 + inside - xs[i][0])
+    return out
 
 
 def follow(x: np.ndarray, camera: float, w: int, width: int) -> np.ndarray:

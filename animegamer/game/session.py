@@ -67,7 +67,7 @@ from animegamer.game.store import SessionStore, StoreError, TurnRow, export_sess
 from animegamer.game.text import MAX_INSTRUCTION_CHARS, describe_characters, unsafe_characters
 from animegamer.training.release_import import check_release_memory
 from animegamer.world.cast import load_cast
-from animegamer.world.instructions import known_places, pair_verb_said
+from animegamer.world.instructions import known_places, pair_verb_said, place_said, time_said
 from animegamer.world.rules import HIGH, LOW, STATE_NAMES, apply_deltas, initial_states
 
 FPS = 8  # the paper's shots play at 8 fps
@@ -189,6 +189,17 @@ def check_states(states: dict[str, Any]) -> dict[str, int]:
     return out
 
 
+def kept_scene(read: tuple[str, str] | None, shown: tuple[str, str] | None,
+               said: tuple[str | None, str | None]) -> tuple[str, str] | None:
+    """The (place, time) a turn is drawn in. The world's rule, which its instructions keep: a turn that names no
+    place stays where the last shot was, one that names no time keeps its time (``said``: what the instruction
+    names, ``world.instructions.place_said`` / ``time_said``). What it names is ``read`` (the anchors' reading of
+    the engine's prediction), as is everything on a game's first turn (nothing ``shown``)."""
+    if shown is None or read is None:
+        return read or shown
+    return (read[0] if said[0] else shown[0], read[1] if said[1] else shown[1])
+
+
 class GameSession:
     """One game: its characters, its turns (saved), its absolute states."""
 
@@ -256,7 +267,8 @@ class GameSession:
                 # the verb that makes two named a pair: one of two the instruction says, else the anchors' reading
                 verb = pair_verb_said(text) or (anchor.verb if anchor is not None else None)
                 frames, scene, drawn, staged = game.layered_shot(self.layers, pred.s_a, named or self.characters[:1],
-                                                                 anchor, int(level), verb)
+                                                                 anchor, int(level), verb,
+                                                                 said=(place_said(text), time_said(text)))
                 layers = scene.to_bytes()
                 remembered = drawn  # the shot's s_a: its visual part that of the frame it starts from
             else:
@@ -442,11 +454,13 @@ class Game:
                              None, frame, chosen.verb if chosen else None, scene)
 
     def layered_shot(self, previous: bytes | None, s_a: torch.Tensor, named: list[str], anchor: Anchor | None,
-                     level: int, verb: str | None = None) -> tuple[np.ndarray, LayeredScene, torch.Tensor, bool]:
+                     level: int, verb: str | None = None, said: tuple[str | None, str | None] = (None, None),
+                     ) -> tuple[np.ndarray, LayeredScene, torch.Tensor, bool]:
         """A turn drawn in layers (decoder/layered.py): the named characters act (at least one), drawn by the sprite
         animator.
-        The scene goes on from ``previous`` (the last turn's, as saved) while the place and time the anchors
-        name stay and everyone named is in it; otherwise it starts again from the stage: that place's picture
+        The scene goes on from ``previous`` (the last turn's, as saved) while its place and time stay (``kept_scene``:
+        what the instruction does not name, ``said``, stays; what it names is read from the engine's prediction by the
+        anchors) and everyone named is in it; otherwise it starts again from the stage: that place's picture
         with the named characters' cut-outs. ``verb``: the turn's verb where known; two named do a verb of two (a
         hug) as its subject and partner, any other each alone (``layered.acts_as_pair``); who did another verb last
         turn starts this one afresh from their cut-out in a new shot, framed as the world frames one
@@ -461,7 +475,7 @@ class Game:
                 scene = LayeredScene.from_bytes(previous)
             except ValueError:  # a scene this model cannot draw (another version's): the stage starts one
                 scene = None
-        where = self._scene_named(anchor) or ((scene.place, scene.time) if scene is not None else None)
+        where = kept_scene(self._scene_named(anchor), (scene.place, scene.time) if scene is not None else None, said)
         if where is None or not stage.has(*where):
             where = ("meadow", "day") if stage.has("meadow", "day") else next(iter(stage.places))
         staged = (scene is None or (scene.place, scene.time) != where or not set(named) <= set(scene.names())

@@ -230,6 +230,41 @@ def pair_verb_said(text: str) -> str | None:
     return next((key for key, pattern in _pair_wordings() if pattern.search(text)), None)
 
 
+@lru_cache(maxsize=2)
+def _scene_wordings(kind: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """Each place ("places") or time of day ("times") with one pattern of every wording the instructions use for
+    it (its key and its phrases, any possessive for {pos})."""
+    table = getattr(_vocab(), kind)
+    out = []
+    for key, fields in table.items():
+        phrases = {key.replace("_", " ")}
+        for wording in (w for ws in fields.values() for w in ws):
+            phrases |= {wording.replace("{pos}", pos) for _, pos, _ in PRONOUNS.values()}
+        alternatives = "|".join(map(re.escape, sorted(phrases, key=len, reverse=True)))
+        out.append((key, re.compile(r"\b(?:" + alternatives + r")\b", re.IGNORECASE)))
+    return tuple(out)
+
+
+def _said(kind: str, text: str) -> str | None:
+    """The place or time an instruction names, or None; of several, the one named last ("from the beach to
+    the forest": the forest)."""
+    found = [(m.end(), key) for key, pattern in _scene_wordings(kind) for m in pattern.finditer(text)]
+    return max(found)[1] if found else None
+
+
+def place_said(text: str) -> str | None:
+    """The place an instruction names in any of the world's wordings (its key, "downtown", "by the sea", the
+    structured form's Background), or None. The world's rule: a turn that names no place stays where the last
+    one was (a template may leave the place out only when it did not change)."""
+    return _said("places", text)
+
+
+def time_said(text: str) -> str | None:
+    """The time of day an instruction names ("at dusk", "tonight", "Background: night town"), or None: a turn
+    that names none keeps the last one's."""
+    return _said("times", text)
+
+
 def known_adverbs() -> list[str]:
     """Adverb keys ("" = none)."""
     return list(_vocab().adverbs)
