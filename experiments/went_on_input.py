@@ -69,7 +69,7 @@ def main() -> None:
         true = world.frames(row)
         names = list(row["characters"])
         staged = start_scene(stage, row["place"], row["time"], names, stage.sprites,
-                             pair=acts_as_pair(names, row["motion"]))
+                             pair=acts_as_pair(names, row["motion"]), verb=row["motion"])
         references = {c: cutout_canvas(stage.sprites[c], stage.standing * h) for c in names}
 
         def drawn(scene: LayeredScene, turn: dict, starts: bool, first: np.ndarray | None = None):

@@ -23,6 +23,7 @@ from animegamer.decoder.layered import (
     framed,
     scene_frame,
     start_scene,
+    tracks_as_played,
 )
 from animegamer.decoder.layers import cutout_canvas, layered_shot, paste
 from animegamer.decoder.unet_blocks import warp
@@ -53,6 +54,7 @@ from animegamer.world.sprite_tracks import (
     SPRITE_H,
     SPRITE_W,
     draw_sprite,
+    pair_gap_px,
     row_tracks,
     session_lengths,
     turn_tracks,
@@ -619,10 +621,12 @@ def test_with_its_mask_open_the_reference_warp_draws_the_reference_moved():
 
 def test_the_camera_follows_a_traveller_across_the_wide_place_and_stays_for_the_others():
     x = 100 + 6.0 * np.arange(17)  # a runner 6 px a frame to the right, in a place 432 wide seen 144 wide
-    cam = follow(x, 50.0, 144, 432)
-    assert cam[0] == 50.0 and np.all(np.diff(cam) >= 0) and cam.max() <= 432 - 144
-    screen = x - cam
-    assert abs(screen[-1] - 144 * (0.5 - FOLLOW)) < 1  # eased to just behind the middle, room ahead
+    cam = follow(x, 30.0, 144, 432)  # a shot that goes on: the camera starts where it was, locked on the runner
+    assert cam[0] == 30.0 and np.all(np.diff(cam) >= 0) and cam.max() <= 432 - 144
+    assert np.allclose(x - cam, 70.0)  # where it stood on screen, all the way (the world's follow camera)
+    fresh = follow(x, 30.0, 144, 432, fresh=True)  # a new shot: the runner starts just behind the middle
+    assert np.allclose(x - fresh, 144 * (0.5 - FOLLOW))
+    assert np.allclose(follow(x[::-1], 30.0, 144, 432, fresh=True)[-1], x[0] - 144 * (0.5 + FOLLOW))  # going left
     assert np.array_equal(follow(100 + 0.1 * np.arange(17), 50.0, 144, 432), np.full(17, 50.0))  # not travelling
     assert np.array_equal(follow(x, 0.0, 144, 144), np.zeros(17))  # one view wide: nowhere to go
     stuck = follow(400 + 6.0 * np.arange(17), 250.0, 144, 432)
@@ -678,3 +682,26 @@ def test_two_who_each_lie_down_are_drawn_side_by_side_not_one_over_the_other():
     assert all(np.array_equal(x, y) for x, y in zip(apart(xs, [standing, standing], 10.0, 300.0), xs))
     a, b = apart([np.full(t, 20.0), np.full(t, 30.0)], [lying, lying], 10.0, 300.0)  # by the place's left end
     assert a[0] - 25 >= 10.0 and b[0] - a[0] >= 50
+
+
+def test_a_pair_starts_at_its_verbs_gap_and_play_shows_the_true_tracks_at_their_level():
+    """A partner's track starts where the world's shot stands it (its verb's gap from its subject) and does not
+    step there at frame 1; play stands a pair that acts there. ``tracks_as_played``: the true tracks on the
+    stage as play shows them, still ones read as level 1 (the label the animator learns, phase_sprites)."""
+    from animegamer.decoder.pipeline import STAGE_DIR
+    from animegamer.game.session import DEFAULT_WEIGHTS
+    from animegamer.world.flow import MotionQuantizer, flow_magnitude
+
+    _, turn = _turn({"hug"})
+    sub, par = turn_tracks(turn, load_cast(), 17, 8, 0.0)
+    assert par.role == 2 and abs(par.offset[1, 0]) < 1.0  # no step from frame 0 to frame 1
+    assert pair_gap_px("hug") < pair_gap_px("chase") and pair_gap_px(None) == pair_gap_px("dance")
+    stage = Stage.from_pretrained(DEFAULT_WEIGHTS / "shot_decoder" / STAGE_DIR)
+    scene = start_scene(stage, "meadow", "day", ["Qiqi", "Ren"], stage.sprites, pair=True, verb="hug")
+    assert abs(scene.actors[1].x - scene.actors[0].x - pair_gap_px("hug")) < 1e-6
+    shown = tracks_as_played(stage, "meadow", "day", [sub.rgba, par.rgba], [sub.offset, par.offset], "hug")
+    assert shown.shape == (17, *stage.size, 3) and shown.dtype == np.uint8
+    still = np.repeat(sub.rgba[:1], 17, 0)
+    held = tracks_as_played(stage, "meadow", "day", [still], [np.zeros((17, 2), np.float32)], "sit")
+    assert MotionQuantizer.load().level(flow_magnitude(held)) == 1
+    assert not np.array_equal(shown[0], shown[-1])  # the hug moves

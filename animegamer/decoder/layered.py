@@ -34,12 +34,11 @@ from animegamer.decoder.layers import cutout_canvas, layered_shot
 from animegamer.decoder.sprite_animator import SpriteAnimator, to_unit
 from animegamer.decoder.stage import PlaceView, Sprite, Stage, positions
 from animegamer.world.motion_catalog import load_motions
-from animegamer.world.sprite_tracks import PAIR_START_PX, SPRITE_H, SPRITE_W
+from animegamer.world.sprite_tracks import SPRITE_H, SPRITE_W, pair_gap_px
 
 EDGE = 0.08  # a character's feet stay this far (a share of the view's width) from the place's ends
 TRAVELS_PX = 4.0  # a character whose feet move this far in a turn is followed by the camera
-FOLLOW = 0.15  # a followed character is eased to this share of the width behind the view's middle (room ahead)
-EASE_FRAMES = 8  # frames the camera takes to bring a followed character there
+FOLLOW = 0.15  # a new shot's traveller starts this share of the width behind the view's middle (room ahead)
 INK = 0.25  # a sprite's coverage from which a pixel counts as the character's (apart: who covers whom)
 MARGIN_PX = 2.0  # the least gap apart leaves between two characters' ink
 MAX_ACTORS = 64  # a saved scene holds at most this many characters (a game's most)
@@ -110,21 +109,44 @@ class LayeredScene:
 
 
 def start_scene(stage: Stage, place: str, time: str, names: list[str], sprites: dict[str, Sprite], *,
-                pair: bool) -> LayeredScene:
+                pair: bool, verb: str | None = None) -> LayeredScene:
     """``names`` standing in ``place`` at ``time`` as the stage composes them (the right-hand one of several
     turned towards the others), but two who do a pair action (``pair``: a hug, a talk) as the world stands a
-    pair: PAIR_START_PX apart, face to face. Two who each do a verb of one (both dance) stand apart as the stage
-    spaces them, so that neither hides the other."""
+    pair: ``pair_gap_px(verb)`` apart, face to face. Two who each do a verb of one (both dance) stand apart as the
+    stage spaces them, so that neither hides the other."""
     h, w = stage.size
     camera = (place_width(stage, place, time) - w) / 2  # the middle view: the stage's one-view picture
-    xs = ([w / 2 - PAIR_START_PX / 2, w / 2 + PAIR_START_PX / 2] if len(names) == 2 and pair
-          else [x * w for x in positions(len(names))])
+    xs = standing_columns(w, len(names), pair, verb)
     actors = []
     for k, (name, x) in enumerate(zip(names, xs)):
         canvas = cutout_canvas(sprites[name], stage.standing * h)
         facing = -1 if len(names) > 1 and k == len(names) - 1 else 1
         actors.append(ActorLayer(name, canvas[:, ::-1].copy() if facing < 0 else canvas, camera + x, facing))
     return LayeredScene(place, time, actors, camera)
+
+
+def standing_columns(w: int, n: int, pair: bool, verb: str | None) -> list[float]:
+    """Where ``start_scene`` stands ``n`` characters' feet in a view ``w`` wide: a pair acting ``pair_gap_px(verb)``
+    apart about the middle, others as the stage spaces them."""
+    gap = pair_gap_px(verb)
+    return [w / 2 - gap / 2, w / 2 + gap / 2] if n == 2 and pair else [x * w for x in positions(n)]
+
+
+def tracks_as_played(stage: Stage, place: str, time: str, sprites: list[np.ndarray], offsets: list[np.ndarray],
+                     verb: str) -> np.ndarray:
+    """uint8 (T, H, W, 3): characters' sprite tracks (uint8 (T, SPRITE_H, SPRITE_W, 4), facing as drawn; ``offsets``
+    (T, 2) their feet's move in pixels, +y up, from where each stands at frame 0) layered on the stage as play
+    shows a scene that starts: stood by ``start_scene``, the camera following the first who travels (``follow``).
+    The world's shot of the same tracks has another camera (it pans over some) and other pixels; the level the
+    world's quantiser reads from this one is the level play shows for that motion."""
+    h, w = stage.size
+    view = stage.places[(place, time)]
+    width = place_width(stage, place, time)
+    camera = (width - w) / 2
+    xs = standing_columns(w, len(sprites), verb in pair_verbs(), verb)
+    feet = [np.stack([camera + x + o[:, 0], view.ground * h - o[:, 1]], axis=1) for x, o in zip(xs, offsets)]
+    track = follow(feet[0][:, 0], camera, w, width, fresh=True)
+    return _shot(view, [s / 255.0 for s in sprites], feet, track)
 
 
 def place_width(stage: Stage, place: str, time: str) -> int:
@@ -136,16 +158,16 @@ def _shot(view: PlaceView, sprites: list[np.ndarray], feet: list[np.ndarray], ca
     return layered_shot(view, sprites, feet, camera if view.wide_layers else None)
 
 
-def _blocked(scene: LayeredScene, acting: list[str]) -> LayeredScene:
-    """A pair that acts stands as the world stands one before it moves: the partner PAIR_START_PX in front of its
-    subject, facing it (the animator's partner moves from there to its verb's gap)."""
+def _blocked(scene: LayeredScene, acting: list[str], verb: str | None) -> LayeredScene:
+    """A pair that acts stands as the world stands one at frame 0: the partner ``pair_gap_px(verb)`` in front of its
+    subject, facing it."""
     if len(acting) != 2:
         return scene
     by = {a.name: a for a in scene.actors}
     sub, par = by[acting[0]], by[acting[1]]
     facing = -sub.facing
     sprite = par.sprite if par.facing == facing else par.sprite[:, ::-1].copy()
-    moved = replace(par, sprite=sprite, x=sub.x + sub.facing * PAIR_START_PX, facing=facing)
+    moved = replace(par, sprite=sprite, x=sub.x + sub.facing * pair_gap_px(verb), facing=facing)
     return LayeredScene(scene.place, scene.time, [moved if a.name == par.name else a for a in scene.actors],
                         scene.camera)
 
@@ -214,8 +236,8 @@ def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, actin
     (``acts_as_pair``); who starts it afresh (``afresh``: the stage stood them, or they did something else) is
     drawn from the reference cut-out and, by an animator trained to draw frame 0 (``first_frame``), already in the
     verb's pose at frame 0, as a world shot starts; who goes on with it goes on from the frame the player saw.
-    Where the first of ``acting`` travels, the camera follows it across the place's wide picture (easing it to
-    just behind the view's middle, as the world's follow camera keeps a runner); otherwise the camera stays."""
+    Where the first of ``acting`` travels, the camera follows it across the place's wide picture, locked on it as
+    the world's follow camera keeps a runner (``follow``); otherwise the camera stays."""
     pair = acts_as_pair(acting, verb)
     fresh = afresh(scene, acting, verb)
     view = stage.places[(scene.place, scene.time)]
@@ -223,7 +245,7 @@ def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, actin
     ground = view.ground * h
     t = animator.config.frames
     frame0 = scene_frame(stage, scene) if first is None else first  # what the player saw last, before blocking
-    scene = _blocked(scene, acting) if pair else scene
+    scene = _blocked(scene, acting, verb) if pair else scene
     width = place_width(stage, scene.place, scene.time)
     lo, hi = EDGE * w, width - EDGE * w
     acts = {name: role for name, role in zip(acting, roles(len(acting), pair))}
@@ -265,7 +287,7 @@ def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, actin
     camera = np.full(t, scene.camera)
     if acting:
         lead = feet[[a.name for a in scene.actors].index(acting[0])][:, 0]
-        camera = follow(lead, scene.camera, w, width)
+        camera = follow(lead, scene.camera, w, width, fresh=start == 0)
     # who acts is pasted over who holds still (the one the turn is about is not hidden behind a bystander); the
     # scene keeps that order, so the next turn's first frame is this turn's last
     order = [i for i, a in enumerate(scene.actors) if a.name not in acts] + \
@@ -301,18 +323,20 @@ def apart(xs: list[np.ndarray], sprites: list[np.ndarray], lo: float, hi: float)
     return out
 
 
-def follow(x: np.ndarray, camera: float, w: int, width: int) -> np.ndarray:
+def follow(x: np.ndarray, camera: float, w: int, width: int, fresh: bool = False) -> np.ndarray:
     """The camera's left edge per frame for a character whose feet are at ``x`` (T,) in a place ``width`` wide
-    seen ``w`` wide: still unless it travels TRAVELS_PX; then it keeps the character on screen where it was,
-    eased over EASE_FRAMES to FOLLOW behind the middle (room ahead), within the place's ends."""
+    seen ``w`` wide: still unless it travels TRAVELS_PX; then locked on it, as the world's follow camera keeps its
+    traveller where it stands on screen (within the place's ends). A new shot (``fresh``: its frame 0 is drawn, not
+    the frame the player saw) starts with the traveller FOLLOW behind the view's middle, room ahead, as the world
+    starts one; a shot that goes on keeps it where it was. Locked, not eased: a camera that lags behind its
+    traveller moves it across a flat sky, and the flow the world's level is measured by read a flight one or two
+    levels too fast (docs/layers.md, "The level through the network")."""
     t = len(x)
     travel = float(x[-1] - x[0])
     if abs(travel) < TRAVELS_PX or width <= w:
         return np.full(t, float(camera))
-    start = float(x[0] - camera)  # where it is on screen
-    target = w * (0.5 - FOLLOW * np.sign(travel))
-    ease = np.minimum(1.0, np.arange(t) / EASE_FRAMES)
-    return np.clip(x - (start + (target - start) * ease), 0.0, width - w)
+    start = float(x[0] - w * (0.5 - FOLLOW * np.sign(travel))) if fresh else float(camera)
+    return np.clip(start + (x - x[0]), 0.0, width - w)
 
 
 @torch.no_grad()

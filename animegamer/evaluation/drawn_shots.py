@@ -40,13 +40,12 @@ from animegamer.decoder.layered import (
     LayeredScene,
     acts_as_pair,
     draw_turn,
-    follow,
     framed,
-    place_width,
     scene_frame,
     start_scene,
+    tracks_as_played,
 )
-from animegamer.decoder.layers import cutout_canvas, layered_shot
+from animegamer.decoder.layers import cutout_canvas
 from animegamer.decoder.pipeline import SPRITES_DIR, STAGE_DIR, frames_from_uint8
 from animegamer.decoder.sprite_animator import SpriteAnimator, SpriteAnimatorConfig, SpriteAnimatorNet
 from animegamer.decoder.stage import Stage
@@ -148,11 +147,9 @@ def evaluate(animator: SpriteAnimator, decoder_dir: Path, data: str | Path, n: i
         true = world.frames(row)
         tracks = row_tracks(row, lengths[(int(row["seed"]), int(row["session"]))], true.shape[0])
         names = [tr.name for tr in tracks]
-        view = stage.places[(row["place"], row["time"])]
-        ground = view.ground * h
         # as play stages a scene: the stage's cut-outs where start_scene stands them
         staged = start_scene(stage, row["place"], row["time"], names, stage.sprites,
-                             pair=acts_as_pair(names, row["motion"]))
+                             pair=acts_as_pair(names, row["motion"]), verb=row["motion"])
         references = {c: cutout_canvas(stage.sprites[c], stage.standing * h) for c in names}
         t = true.shape[0]
         # the true first pose of each character where play would stand it, facing as its track draws it
@@ -173,14 +170,10 @@ def evaluate(animator: SpriteAnimator, decoder_dir: Path, data: str | Path, n: i
                 scene = drawn(scene, other)[1]
             return drawn(scene)[0]
 
-        feet = [np.stack([a.x + tr.offset[:, 0], ground - tr.offset[:, 1]], axis=1)
-                for tr, a in zip(tracks, first.actors)]
-        width = place_width(stage, row["place"], row["time"])
-        camera = follow(feet[0][:, 0], staged.camera, w, width)  # play's camera on the true travel
         shots = {
             "truth": true,
-            "oracle": layered_shot(view, [tr.rgba / 255.0 for tr in tracks], feet,
-                                   camera if view.wide_layers else None),
+            "oracle": tracks_as_played(stage, row["place"], row["time"], [tr.rgba for tr in tracks],
+                                       [tr.offset for tr in tracks], row["motion"]),
             "still": np.repeat(scene_frame(stage, staged)[None], t, 0),
             "drawn_standing": drawn(staged)[0],
             "drawn_first": drawn(first)[0],

@@ -482,7 +482,7 @@ class Game:
                   or not stage.has(scene.place, scene.time))
         if staged:
             scene = start_scene(stage, *where, named, {c: self._sprite(c) for c in named},
-                                pair=acts_as_pair(named, verb))
+                                pair=acts_as_pair(named, verb), verb=verb)
         scene = framed(stage, scene, named, verb)  # a new verb: a new shot; one that goes on keeps its camera
         h, w = self.decoder.frame_size
         first = scene_frame(stage, scene)

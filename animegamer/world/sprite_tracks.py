@@ -30,10 +30,18 @@ FRAME_H = 96  # the shots' height the canvas is measured in
 SPRITE_H, SPRITE_W = 80, 80  # room for a dancer's raised arms, a sleeper lying down, a broom (measured extents)
 FEET_ROW = 66  # the ground line inside the canvas: a fall or a swim reaches ~13 px below it
 SCALE_PX = CHARACTER_SCALE * FRAME_H  # pixel height of a height-1.0 character in the frame
-# Where a pair's partner starts, to the right of its subject, in frame pixels: the world's pairs stand
-# PAIR_GAP heights apart (7.9 px a hug, 17.8 px a chase, after TRAVEL_SCALE); play stands a pair this far apart
-# and the partner's track moves it to its verb's gap from frame 1 on (its offsets are counted from here)
+# Where a pair's partner stands at frame 0, to the right of its subject, in frame pixels: as the world's shot stands
+# it, its verb's PAIR_GAP heights (7.9 px a hug, 17.8 px a chase, after TRAVEL_SCALE); a partner's offsets are
+# counted from there. PAIR_START_PX, their mean, is where play stands a pair whose verb it does not know.
 PAIR_START_PX = float(np.mean(list(PAIR_GAP.values()))) * TRAVEL_SCALE * SCALE_PX
+
+
+def pair_gap_px(verb: str | None) -> float:
+    """Frame pixels between a pair's subject and its partner at frame 0 for ``verb`` (None or not a verb of two:
+    PAIR_START_PX). Partners' tracks once started from PAIR_START_PX for every verb and stepped to their verb's gap
+    at frame 1, a move the world's shots do not make: a hug or a talk read one level more motion than asked
+    (docs/layers.md, "The level through the network")."""
+    return PAIR_GAP[verb] * TRAVEL_SCALE * SCALE_PX if verb in PAIR_GAP else PAIR_START_PX
 
 
 @dataclass
@@ -44,7 +52,7 @@ class SpriteTrack:
     role: int  # 0 alone, 1 the subject of a pair action, 2 its partner
     rgba: np.ndarray  # uint8 (T, SPRITE_H, SPRITE_W, 4): premultiplied colour and coverage
     offset: np.ndarray  # float32 (T, 2): the feet's move from frame 0 in frame pixels (+x right, +y up); a pair's
-    # partner's from PAIR_START_PX right of its subject (so its frame 1 on may step to its verb's gap)
+    # partner's from ``pair_gap_px(verb)`` right of its subject's start
     standing: np.ndarray  # uint8 (SPRITE_H, SPRITE_W, 4): the same character and look standing, front view
     body: np.ndarray  # float32 (T, 2, 3): where each frame puts the body (``sprite_body``)
     standing_body: np.ndarray  # float32 (2, 3): where the standing picture puts it
@@ -115,7 +123,7 @@ def turn_tracks(turn: TurnPlan, cast: dict[str, CharacterSpec], n_frames: int, f
         stand = draw_sprite(spec, actor.look, standing)
         body = np.stack([sprite_body(spec, f.pose) for f in track])
         marks = np.stack([verb_marks(spec, actor.look, f.pose, picture) for f, picture in zip(track, rgba)])
-        out.append(SpriteTrack(actor.name, role, rgba, _offsets(track, PAIR_START_PX if role == 2 else None), stand,
+        out.append(SpriteTrack(actor.name, role, rgba, _offsets(track, pair_gap_px(verb) if role == 2 else None), stand,
                                body, sprite_body(spec, standing), marks))
     return out
 

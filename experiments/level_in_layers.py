@@ -1,0 +1,112 @@
+"""Where the drawn motion level departs from the asked one, per verb: the world's shot, the TRUE sprite tracks on
+play's stage (the layering's ceiling), and play's drawing from the stage (docs/layers.md, "The level through the
+network"):
+
+    .venv/bin/python experiments/level_in_layers.py --world runs/data/w9100 [--n 96] [--sprites RUN] [--out FILE.json]
+
+For each of ``--n`` held-out shots spread over the world, the flow magnitude the world's quantiser reads
+(``world/flow.flow_magnitude``: DIS flow, per-row median removed, mean over moving pixels) and the level it gives,
+for ``truth``, ``oracle`` (eval-drawn's: each character's true sprite track layered on the stage, play's camera)
+and ``drawn`` (eval-drawn's ``drawn_standing``: play's drawing from the staged cut-outs, the true s_a and level).
+Reported per system: level read = asked, the mean signed level error, and per verb the median flow over the
+truth's and the level error.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from animegamer.decoder.layered import acts_as_pair, draw_turn, framed, scene_frame, start_scene, tracks_as_played
+from animegamer.decoder.layers import cutout_canvas
+from animegamer.decoder.pipeline import SPRITES_DIR, STAGE_DIR, frames_from_uint8
+from animegamer.decoder.stage import Stage
+from animegamer.evaluation.drawn_shots import load_animator
+from animegamer.game.session import DEFAULT_WEIGHTS
+from animegamer.training.action_parts import ActionParts
+from animegamer.world.dataset import WorldDataset
+from animegamer.world.flow import MotionQuantizer, flow_magnitude
+from animegamer.world.sprite_tracks import row_tracks, session_lengths
+
+
+def measure(world_dir: str, n: int, model: Path, sprites: str | None = None) -> list[dict]:
+    decoder_dir = model / "shot_decoder"
+    stage = Stage.from_pretrained(decoder_dir / STAGE_DIR)
+    animator = load_animator(sprites or str(decoder_dir / SPRITES_DIR)).eval()
+    parts = ActionParts(decoder_dir)
+    quant = MotionQuantizer.load()
+    world = WorldDataset(world_dir)
+    lengths = session_lengths(world.rows)
+    idx = np.linspace(0, len(world.rows) - 1, min(n, len(world.rows))).round().astype(int)
+    h, w = stage.size
+    out = []
+    torch.manual_seed(0)
+    for i in tqdm(idx, desc="shots"):
+        row = world.rows[i]
+        true = world.frames(row)
+        tracks = row_tracks(row, lengths[(int(row["seed"]), int(row["session"]))], true.shape[0])
+        names = [tr.name for tr in tracks]
+        staged = start_scene(stage, row["place"], row["time"], names, stage.sprites,
+                             pair=acts_as_pair(names, row["motion"]), verb=row["motion"])
+        oracle = tracks_as_played(stage, row["place"], row["time"], [tr.rgba for tr in tracks],
+                                  [tr.offset for tr in tracks], row["motion"])
+        scene = framed(stage, staged, names, row["motion"])
+        s_a = parts.encode(frames_from_uint8(scene_frame(stage, scene))[None], [row["motion_text"]])[0]
+        references = {c: cutout_canvas(stage.sprites[c], stage.standing * h) for c in names}
+        with torch.no_grad():
+            drawn = draw_turn(animator, stage, scene, names, s_a, int(row["motion_level"]), references,
+                              verb=row["motion"])[0]
+        rec = {"verb": row["motion"], "level": int(row["motion_level"]), "characters": len(names),
+               "place": row["place"]}
+        for name, frames in (("truth", true), ("oracle", oracle), ("drawn", drawn)):
+            mag = flow_magnitude(np.ascontiguousarray(frames))
+            rec[name] = {"flow": mag, "level": quant.level(mag)}
+        out.append(rec)
+    return out
+
+
+def summarize(recs: list[dict]) -> dict:
+    res = {}
+    for s in ("truth", "oracle", "drawn"):
+        err = np.array([r[s]["level"] - r["level"] for r in recs])
+        res[s] = {"level_right": float((err == 0).mean()), "se": float((err == 0).std(ddof=1) / np.sqrt(len(err))),
+                  "mean_error": float(err.mean()), "per_level_error": {
+                      int(k): float(np.mean([r[s]["level"] - r["level"] for r in recs if r["level"] == k]))
+                      for k in sorted({r["level"] for r in recs})}}
+    by = collections.defaultdict(list)
+    for r in recs:
+        by[r["verb"]].append(r)
+    res["by_verb"] = {v: {"shots": len(rs), **{f"{s}_flow_over_truth": float(np.median(
+        [r[s]["flow"] / max(r["truth"]["flow"], 1e-6) for r in rs])) for s in ("oracle", "drawn")},
+        **{f"{s}_level_error": float(np.mean([r[s]["level"] - r["level"] for r in rs])) for s in ("oracle", "drawn")}}
+        for v, rs in sorted(by.items())}
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--world", required=True)
+    ap.add_argument("--n", type=int, default=96)
+    ap.add_argument("--model", default=str(DEFAULT_WEIGHTS))
+    ap.add_argument("--sprites", default=None, help="another sprite animator: a `train sprites` run, its final/ or a "
+                    "checkpoint (EMA weights)")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    recs = measure(args.world, args.n, Path(args.model), args.sprites)
+    res = summarize(recs)
+    for s in ("truth", "oracle", "drawn"):
+        print(s, {k: v for k, v in res[s].items()})
+    for v, r in res["by_verb"].items():
+        print(f"{v:12s}", r)
+    if args.out:
+        Path(args.out).write_text(json.dumps({"summary": res, "shots": recs}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
