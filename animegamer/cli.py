@@ -31,7 +31,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval-drawn": ("animegamer.evaluation.cli", "the sprite animator from held-out TRUE first frames, s_a and level, paired"),
     "eval-cast": ("animegamer.evaluation.cli", "characters asked together in a place: all on screen, there? (paired)"),
     "eval-engine": ("animegamer.evaluation.cli", "the engine's held-out report (level, deltas, s_a, history)"),
-    "calibrate-levels": ("animegamer.evaluation.cli", "calibrate the sampler's per-level noise prior / motion scale"),
     "bench": ("animegamer.evaluation.cli", "seconds per turn, per stage, and peak memory of the game"),
     "bench-engine": ("animegamer.evaluation.cli", "the engine alone: seconds per turn, KV reuse, memory"),
     "bench-decoder": ("animegamer.evaluation.cli", "the shot decoder alone: decode time, steps x guidance sweep"),

@@ -1,15 +1,14 @@
 """Choose the visual anchors' settings on a world the evaluation never plays (decoder/anchors.py).
 
     .venv/bin/python experiments/anchor_calibration.py --model MODEL --data WORLD --split train --sessions 24 \
-        --out OUT.json [--grid '1:0.4,0.7,1;2:1,1.3;...']
+        --out OUT.json
 
 Plays sessions closed loop with a model that has visual anchors (its own settings) and records, at
 every turn: the gate distance and whether the world kept the place and the time of day; which bank
 entry each retrieval distance would pick, and whether it shows the true place and time; whether the
 scene the bank's scene means name is the true one, and whether the bank holds the turn's characters
-there at all; the s_a the shot was drawn from and the engine's motion level. Then it reports the gate's separation, each
-retrieval distance's hit rate, and sweeps the sampler's per-level motion scale on the drawn s_a so
-that the level read from the decoded pixels is the engine's (`calibrate-levels`' rule).
+there at all. Then it reports the gate's separation and each retrieval distance's hit rate. (It also swept the
+sampler's per-level motion scale once; that setting went with the slid stack, docs/history.md.)
 """
 from __future__ import annotations
 
@@ -22,7 +21,6 @@ import torch
 from tqdm import tqdm
 
 from animegamer.decoder.anchors import named_characters, relative_distance
-from animegamer.evaluation.level_calibration import calibrate, parse_grid
 from animegamer.evaluation.run import session_characters
 from animegamer.game.session import Game, turn_seed
 from animegamer.world.dataset import WorldDataset
@@ -36,9 +34,7 @@ def main() -> None:
     ap.add_argument("--data", required=True)
     ap.add_argument("--split", default="train")
     ap.add_argument("--sessions", type=int, default=24)
-    ap.add_argument("--grid", default="1:0.4,0.6,0.8,1;2:1,1.3,1.6;3:1,1.3,1.6,2;4:1,1.3,1.6,2;5:1,1.5,2,2.5")
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--no-levels", action="store_true", help="skip the motion-scale sweep")
     args = ap.parse_args()
     torch.set_num_threads(2)
     world = WorldDataset(args.data)
@@ -54,7 +50,7 @@ def main() -> None:
     pooled33 = anchors._pool(bank)
     anchors.config.pool = pool0
     seed0 = int(world.meta["seed"])
-    turns, drawn, levels = [], [], []
+    turns = []
     for s in tqdm(held, desc="sessions"):
         game.engine.reset_cache()
         session = game.new_session(session_characters(s), seed=turn_seed(seed0, s[0]["session"]),
@@ -94,8 +90,6 @@ def main() -> None:
             turn = session.step(row["instruction"])
             rec.update(source=turn.anchor, distance=turn.anchor_distance, level=turn.motion_level)
             turns.append(rec)
-            drawn.append(turn.s_a.float())
-            levels.append(turn.motion_level)
     report: dict = {"model": args.model, "data": args.data, "split": args.split, "turns": len(turns)}
     later = [t for t in turns if t["distance"] is not None]
     d = np.array([t["distance"] for t in later])
@@ -114,16 +108,6 @@ def main() -> None:
     report["retrieval"]["bank has it"] = {str(n): float(np.mean([t["bank has it"] for t in retrieval_turns
                                                                  if t["characters"] == n]))
                                           for n in sorted({t["characters"] for t in retrieval_turns})}
-    if args.no_levels:
-        report["rows"] = turns
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=1))
-        print(json.dumps({k: v for k, v in report.items() if k != "rows"}, indent=1))
-        return
-    cache = [{"motion_level": k} for k in levels]
-    cal = calibrate(dec, cache, parse_grid(args.grid, "motion-scale"), predicted=dict(enumerate(drawn)),
-                    knob="motion-scale")
-    report["motion_scale"] = {k: cal[k] for k in ("per_level", "chosen", "pack_argument", "accuracy_at_chosen")}
     report["rows"] = turns
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))

@@ -128,14 +128,14 @@ def probe(game: Game, ev: Evaluator, gallery: list[str], extra: dict, seed: int,
             stood = render_cutout(sprites[c], place, time, seed=seed + a)  # the picture stood in the scene
             posed = render_action(Action((c,), verb, adverb, place, time), seed=seed + a, extra_cast={c: fits[c].spec})[0]
             composed = stage.compose(place, time, [cutouts[c]])
-            # each shot starts from the picture it is drawn from, as in the game (with the model's source detail)
-            shots = {"anchor": dec(drawn, motion_level=pred.motion_level, generator=g, source=truths[c][0]),
+            # each shot is drawn from the tokens of the picture it starts from, as in the game
+            shots = {"anchor": dec(drawn, motion_level=pred.motion_level, generator=g),
                      "picture": dec(dec.draw_from_frame(pred.s_a, stood), motion_level=pred.motion_level,
-                                    generator=torch.Generator().manual_seed(seed * 1000 + a), source=stood),
+                                    generator=torch.Generator().manual_seed(seed * 1000 + a)),
                      "fitted": dec(dec.draw_from_frame(pred.s_a, posed), motion_level=pred.motion_level,
-                                   generator=torch.Generator().manual_seed(seed * 1000 + a), source=posed),
+                                   generator=torch.Generator().manual_seed(seed * 1000 + a)),
                      "composed": dec(dec.draw_from_frame(pred.s_a, composed), motion_level=pred.motion_level,
-                                     generator=torch.Generator().manual_seed(seed * 1000 + a), source=composed),
+                                     generator=torch.Generator().manual_seed(seed * 1000 + a)),
                      "engine": dec(pred.s_a, motion_level=pred.motion_level,
                                    generator=torch.Generator().manual_seed(seed * 1000 + a)),
                      "truth": np.repeat(truths[c][:1], TAIL, axis=0)}

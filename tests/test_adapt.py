@@ -189,22 +189,14 @@ def test_pack_makes_a_playable_fp16_model(runs, tmp_path):
     stored_decoder = ShotDecoder.from_pretrained(out / "shot_decoder")
     stored, stored_prior = stored_decoder.sampler, stored_decoder.diffusion.shared_noise_by_level
     args = parser.parse_args(["model", "pack", "--engine", str(root / "engine"), "--decoder", str(root / "decoder"),
-                              "--out", str(tmp_path / "cfg1"), "--guidance", "1", "--sample-steps", "3",
-                              "--sample-shared-noise", "0.999,0.99,0.9,0.5,0", "--motion-guidance", "0.5"])
+                              "--out", str(tmp_path / "cfg1"), "--guidance", "1", "--sample-steps", "3"])
     assert args.func(args) == 0
     packed_decoder = ShotDecoder.from_pretrained(tmp_path / "cfg1" / "shot_decoder")
     packed = packed_decoder.sampler
-    assert (packed.guidance, packed.steps, packed.motion_guidance) == (1.0, 3, 0.5)
-    assert (stored.guidance, stored.steps) != (1.0, 3) and stored.motion_guidance is None
-    calibrated = [0.999, 0.99, 0.9, 0.5, 0.0]
-    assert packed.shared_noise_by_level == calibrated and stored.shared_noise_by_level is None
+    assert (packed.guidance, packed.steps) == (1.0, 3) and (stored.guidance, stored.steps) != (1.0, 3)
     assert packed_decoder.diffusion.shared_noise_by_level == stored_prior  # the training prior is untouched
     assert json.loads((tmp_path / "cfg1" / "model.json").read_text())["sampler_override"] == {
-        "guidance": 1.0, "motion_guidance": 0.5, "steps": 3, "shared_noise_by_level": calibrated}
-    bad = parser.parse_args(["model", "pack", "--engine", str(root / "engine"), "--decoder", str(root / "decoder"),
-                             "--out", str(out), "--sample-shared-noise", "0.9,1.5"])
-    with pytest.raises(SystemExit, match="--sample-shared-noise: .*5 values in"):
-        bad.func(bad)
+        "guidance": 1.0, "steps": 3}
     bad = parser.parse_args(["model", "pack", "--engine", str(root / "engine"), "--decoder", str(root / "decoder"),
                              "--out", str(out), "--sample-steps", "0"])
     with pytest.raises(SystemExit, match="model pack: .*steps must be >= 1"):
@@ -242,11 +234,6 @@ def test_eval_decoder_grades_true_s_a(runs, tmp_path):
                              "--latent-noise", "0,-1"])
     with pytest.raises(SystemExit, match="standard deviations >= 0"):
         bad.func(bad)
-    bad = parser.parse_args(["eval-decoder", "--decoder", str(root / "decoder"), "--data", str(runs["world"]),
-                             "--sample-shared-noise", "0.9,x"])
-    with pytest.raises(SystemExit, match="--sample-shared-noise takes 5"):
-        bad.func(bad)
-    assert r["sampling_shared_noise_by_level"] is None  # the decoder's own prior unless told
     assert r["shots"] == 2 and r["steps"] == 1 and r["guidance"] == 1.5 and sum(r["decoded_level_counts"]) == 2
     # true x measured: every shot once, its columns are the measured counts, its diagonal the accuracy
     assert [sum(col) for col in zip(*r["level_confusion"])] == r["decoded_level_counts"]
@@ -258,112 +245,6 @@ def test_eval_decoder_grades_true_s_a(runs, tmp_path):
 
     with Image.open(r["sheet"]) as im:  # 2 rows: decoded strip beside the annotated true strip
         assert im.width > im.height > 0
-
-
-def test_calibrate_levels_measures_each_levels_candidates_and_feeds_pack(runs, tmp_path):
-    import dataclasses
-
-    from animegamer.evaluation.cli import register
-    from animegamer.decoder.sampler import parse_level_fractions
-    from animegamer.decoder.pipeline import ShotDecoder
-
-    root = runs["root"]
-    parser = argparse.ArgumentParser()
-    register(parser.add_subparsers(dest="command"))
-    plain = root / "decoder" / "joint" / "final" / "shot_decoder"
-    dec = ShotDecoder.from_pretrained(plain)  # made level-matched here: the fixture's decoder is not
-    dec.diffusion = dataclasses.replace(dec.diffusion, shared_noise_by_level=[0.99, 0.9, 0.5, 0.2, 0.0])
-    dec.save_pretrained(tmp_path / "lm")
-    template = next((root / "decoder" / "cache").glob("val_*"))
-    grid = {1: [0.99, 0.5], 2: [0.9, 0.3], 3: [0.5], 4: [0.2, 0.6], 5: [0.0, 0.4]}
-
-    def sweep(decoder, grid_text: str, out: str, *extra: str):
-        return parser.parse_args(["calibrate-levels", "sweep", "--decoder", str(decoder), "--data", str(runs["world"]),
-                                  "--template-cache", str(template), "--cache", str(tmp_path / "cache"),
-                                  "--split", "train", "--n", "6", "--guidance", "1", "--no-progress",
-                                  "--grid", grid_text, "--out", str(tmp_path / out), *extra])
-
-    args = sweep(tmp_path / "lm", ";".join(f"{k}:{','.join(map(str, rs))}" for k, rs in grid.items()), "cal.json")
-    assert args.func(args) == 0
-    r = json.loads((tmp_path / "cal.json").read_text())
-    assert r["shots"] == 6 and json.loads((tmp_path / "cache" / "meta.json").read_text())["split"] == "train"
-    levels = {row["shot"]: row["level"] for row in r["rows"]}
-    assert len(levels) == 6 and len(r["rows"]) == sum(len(grid[k]) for k in levels.values())  # every candidate once
-    for k, rs in grid.items():
-        mine = [row for row in r["rows"] if row["level"] == k]
-        lv = r["per_level"][str(k)]
-        if not mine:
-            assert lv["shots"] == 0 and lv["chosen"] == [0.99, 0.9, 0.5, 0.2, 0.0][k - 1]
-            continue
-        for cand in rs:  # the accuracy is the share of that level's shots the flow reads as k
-            hits = [row["measured"] == k for row in mine if row["r"] == cand]
-            assert lv["accuracy"][str(cand)] == pytest.approx(sum(hits) / len(hits))
-        assert lv["chosen"] in rs and lv["accuracy"][str(lv["chosen"])] == max(lv["accuracy"].values())
-    assert parse_level_fractions(r["pack_argument"], "x") == r["chosen"]  # what `model pack` takes
-    assert ShotDecoder.from_pretrained(tmp_path / "lm").sampler.shared_noise_by_level is None  # untouched
-    refused = sweep(plain, "1:0.5", "x.json")
-    with pytest.raises(SystemExit, match="not a level-matched decoder"):
-        refused.func(refused)
-    bad = sweep(tmp_path / "lm", "0:0.5", "x.json")
-    with pytest.raises(SystemExit, match="--grid levels are 1..5"):
-        bad.func(bad)
-
-    # on the engine's PREDICTED s_a (closed loop over the sessions whose shots are all cached), under
-    # a sampler with the frame-to-frame guidance apart
-    from animegamer.engine.data import load_sessions
-    from animegamer.training.phase_c import shot_rows
-    from animegamer.training.shot_cache import CachedShots
-
-    sessions = root / "engine" / "sessions" / "train"
-    full_grid = "1:0.99;2:0.9;3:0.5;4:0.2;5:0.0"
-    args = sweep(tmp_path / "lm", full_grid, "pred.json", "--engine", str(root / "engine"), "--sessions", str(sessions),
-                 "--motion-guidance", "1")
-    args.sampler_guidance = 2.0
-    assert args.func(args) == 0
-    p = json.loads((tmp_path / "pred.json").read_text())
-    rows = shot_rows(CachedShots(tmp_path / "cache"), runs["world"])
-    covered = [rows[d["shot"]] for s in load_sessions(sessions)[0] if all(d["shot"] in rows for d in s) for d in s]
-    assert covered and sorted(row["shot"] for row in p["rows"]) == sorted(covered)  # each covered shot, once
-    assert p["s_a"] == "predicted" and p["shots"] == len(covered) and p["motion_guidance"] == 1.0
-    assert p["guidance"] == 2.0 and (tmp_path / "pred_predicted").is_dir()  # the predictions are kept
-    half = sweep(tmp_path / "lm", full_grid, "x.json", "--engine", str(root / "engine"))
-    with pytest.raises(SystemExit, match="--engine and --sessions go together"):
-        half.func(half)
-
-    # the motion scale instead of the noise prior: the decoder's calibrated prior is kept while it is swept
-    from animegamer.decoder.sampler import parse_motion_scales
-
-    dec.sampler = dataclasses.replace(dec.sampler, shared_noise_by_level=p["chosen"])
-    dec.save_pretrained(tmp_path / "lm_cal")
-    args = sweep(tmp_path / "lm_cal", "1:1,0;2:1,0.5;3:1;4:1;5:1,2", "scale.json", "--knob", "motion-scale")
-    assert args.func(args) == 0
-    m = json.loads((tmp_path / "scale.json").read_text())
-    assert m["knob"] == "motion-scale" and m["sampling_shared_noise_by_level"] == p["chosen"]
-    assert {row["r"] for row in m["rows"] if row["level"] == 5} <= {1.0, 2.0} and len(m["rows"]) == sum(
-        {1: 2, 2: 2, 3: 1, 4: 1, 5: 2}[row_level] for row_level in levels.values())
-    assert parse_motion_scales(m["pack_argument"], "x") == m["chosen"]
-    for k in range(1, 6):  # a level without shots keeps 1 (no scaling); a tie leans to 1 too
-        lv = m["per_level"][str(k)]
-        assert lv["chosen"] == 1.0 or lv["accuracy"][str(lv["chosen"])] > lv["accuracy"]["1.0"]
-    bad = sweep(tmp_path / "lm_cal", "1:5", "x.json", "--knob", "motion-scale")
-    with pytest.raises(SystemExit, match="motion scales in \\[0, 4\\]"):
-        bad.func(bad)
-    from animegamer.game.model_cli import register as register_game
-
-    game_parser = argparse.ArgumentParser()
-    register_game(game_parser.add_subparsers(dest="command"))
-    packed = game_parser.parse_args(["model", "pack", "--engine", str(root / "engine"), "--decoder",
-                                     str(tmp_path / "lm_cal"), "--out", str(tmp_path / "scaled"),
-                                     "--sample-motion-scale", m["pack_argument"], "--motion-control", "1.5"])
-    assert packed.func(packed) == 0
-    stored = ShotDecoder.from_pretrained(tmp_path / "scaled" / "shot_decoder").sampler
-    assert stored.motion_scale_by_level == m["chosen"] and stored.shared_noise_by_level == p["chosen"]
-    assert stored.motion_control_max_scale == 1.5
-    bad = game_parser.parse_args(["model", "pack", "--engine", str(root / "engine"), "--decoder",
-                                  str(tmp_path / "lm_cal"), "--out", str(tmp_path / "scaled"),
-                                  "--sample-motion-scale", "1,1"])
-    with pytest.raises(SystemExit, match="--sample-motion-scale: .*5 values"):
-        bad.func(bad)
 
 
 def test_latent_visual_reference_trains_decoder_and_engine(runs, tmp_path):

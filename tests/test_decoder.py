@@ -4,7 +4,6 @@ Tiny random-init configs only (1 layer, width 16, 8x8 frames, 2 sampler steps).
 """
 from __future__ import annotations
 
-import dataclasses
 
 import numpy as np
 import pytest
@@ -15,11 +14,9 @@ from animegamer.representation.action_encoder import ActionEncoder, ActionEncode
 from animegamer.models.autoencoder import ShotAutoencoder, autoencoder_config
 from animegamer.decoder.network import DecoderConfig, DecoderNet, decoder_preset
 from animegamer.decoder.diffusion import (
-    DecoderBatch, Denoiser, DiffusionConfig, collate_decoder, draw_noise, frame_differences, frame_mean, v_target,
+    DecoderBatch, Denoiser, DiffusionConfig, collate_decoder, draw_noise, frame_differences, v_target,
 )
-from animegamer.decoder.sampler import (
-    SamplerConfig, guided_velocity, parse_level_fractions, parse_motion_scales, sample, scale_motion,
-)
+from animegamer.decoder.sampler import RETIRED_FIELDS, SamplerConfig, sample
 from animegamer.decoder.pipeline import ShotDecoder, frames_from_uint8, frames_to_uint8
 
 torch.set_num_threads(1)
@@ -253,115 +250,27 @@ def test_level_matched_noise_follows_each_samples_level_and_round_trips(tmp_path
     assert not np.array_equal(a, loaded(s_a, 1, torch.Generator().manual_seed(0)))
 
 
-def test_sampling_prior_calibrates_each_level_apart_from_training(tmp_path):
-    torch.manual_seed(0)
-    ae = ShotAutoencoder(autoencoder_config("tiny")).eval()
-    train_prior = [0.99, 0.9, 0.5, 0.2, 0.0]
-    calibrated = [0.999, 0.9, 0.5, 0.2, 0.1]  # levels 1 and 5 sample from another prior
-    dec = ShotDecoder(tiny_net(), ae, DiffusionConfig(noise_frame_groups=4, shared_noise_by_level=train_prior),
-                      SamplerConfig(steps=2, guidance=1.0))
-    s_a = torch.randn(7, 16)
-    before = {lv: dec(s_a, lv, torch.Generator().manual_seed(0)) for lv in (1, 2, 5)}
-    dec.sampler = dataclasses.replace(dec.sampler, shared_noise_by_level=calibrated)
-    # training draws the training prior, sampling the calibrated one
-    batch = tiny_batch(dec.config)
-    assert torch.equal(Denoiser(dec.net, dec.diffusion).noise_for(batch, torch.Generator().manual_seed(3)),
-                       draw_noise(tuple(batch.latents.shape), DiffusionConfig(shared_noise_by_level=train_prior,
-                                                                              noise_frame_groups=4),
-                                  torch.Generator().manual_seed(3), motion_level=batch.motion_level))
-    assert dec.sampler.prior(dec.diffusion).shared_noise_by_level == calibrated
-    after = {lv: dec(s_a, lv, torch.Generator().manual_seed(0)) for lv in (1, 2, 5)}
-    assert np.array_equal(before[2], after[2])  # level 2 keeps its fraction: the same shot
-    assert not np.array_equal(before[1], after[1]) and not np.array_equal(before[5], after[5])
-    same_as = ShotDecoder(dec.net, ae, DiffusionConfig(noise_frame_groups=4, shared_noise_by_level=calibrated),
-                          SamplerConfig(steps=2, guidance=1.0))
-    assert np.array_equal(after[5], same_as(s_a, 5, torch.Generator().manual_seed(0)))
-    dec.save_pretrained(tmp_path / "dec")  # stored with the decoder, exactly
-    loaded = ShotDecoder.from_pretrained(tmp_path / "dec")
-    assert loaded.sampler.shared_noise_by_level == calibrated
-    assert np.array_equal(after[1], loaded(s_a, 1, torch.Generator().manual_seed(0)))
-    with pytest.raises(ValueError, match="shared_noise_by_level"):
-        SamplerConfig(shared_noise_by_level=[0.9, 0.9, 0.9, 0.9, 1.0])
-    with pytest.raises(ValueError, match="--x takes 5 comma-separated"):
-        parse_level_fractions("0.9,a", "--x")
-    with pytest.raises(ValueError, match="--x: .*5 values"):
-        parse_level_fractions("0.9,0.5", "--x")
-    assert parse_level_fractions("0.99,0.9,0.5,0.2,0", "--x") == train_prior
-
-
-def test_motion_guidance_scales_only_what_differs_between_frames():
-    g = torch.Generator().manual_seed(0)
-    v_c, v_u = torch.randn(2, 3, 8, 2, 2, generator=g), torch.randn(2, 3, 8, 2, 2, generator=g)  # 3 x 4 frames
-    plain = v_u + 2.0 * (v_c - v_u)
-    assert torch.equal(guided_velocity(v_c, v_u, 2.0, None, 4), plain)
-    assert torch.allclose(guided_velocity(v_c, v_u, 2.0, 2.0, 4), plain, atol=1e-6)
-    split = guided_velocity(v_c, v_u, 2.0, 1.0, 4)
-    # what all frames share is guided as plain CFG; what differs from frame to frame is the conditional's own
-    assert torch.allclose(frame_mean(split, 4), frame_mean(plain, 4), atol=1e-6)
-    assert torch.allclose(split - frame_mean(split, 4), v_c - frame_mean(v_c, 4), atol=1e-6)
-    # the mean is over VIDEO frames: a latent frame packs 4 of them in its channels
-    x = torch.arange(3 * 4, dtype=torch.float32).reshape(1, 3, 4, 1, 1).repeat_interleave(2, dim=2)  # video frame t = t
-    assert torch.allclose(frame_mean(x, 4), torch.full_like(x, 5.5))
-    with pytest.raises(ValueError, match="motion_guidance must be >= 0"):
-        SamplerConfig(motion_guidance=-1.0)
-    # in the sampler: the same as plain CFG when both scales agree, another shot when they do not
-    dec = tiny_shot_decoder()
-    s_a = torch.randn(1, dec.config.n_tokens, dec.config.d_cond, generator=g)
-    shot = lambda mg: dec.sample_latents(s_a, 3, torch.Generator().manual_seed(1)) if mg == "config" else \
-        sample(dec.net, s_a, torch.tensor([3]), torch.Generator().manual_seed(1), dec.diffusion,
-               dataclasses.replace(dec.sampler, motion_guidance=mg))
-    assert torch.allclose(shot(2.0), shot("config"), atol=1e-5)
-    assert not torch.allclose(shot(0.0), shot("config"), atol=1e-3)
-
-
-def test_motion_scale_damps_the_frame_to_frame_part_of_each_levels_shots(tmp_path):
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(2, 3, 8, 2, 2, generator=g)  # 3 latent frames x 4 video frames of 2 channels
-    assert torch.equal(scale_motion(x, torch.ones(2), 4), x)  # 1 is exactly no change
-    still = scale_motion(x, torch.tensor([0.0, 0.5]), 4)
-    assert torch.allclose(frame_differences(still[:1], 4), torch.zeros(1), atol=1e-6)  # every frame the mean
-    assert torch.allclose(still[1] - frame_mean(x, 4)[1], 0.5 * (x[1] - frame_mean(x, 4)[1]), atol=1e-6)
-    assert torch.allclose(frame_mean(still, 4), frame_mean(x, 4), atol=1e-6)  # the shared picture is kept
-    # in the sampler: only the shots drawn for a scaled level change, and the scale is stored with the decoder
-    dec = tiny_shot_decoder()
-    dec.diffusion = dataclasses.replace(dec.diffusion, noise_frame_groups=4)
-    s_a = torch.randn(1, dec.config.n_tokens, dec.config.d_cond, generator=g)
-    shot = lambda lv: dec.sample_latents(s_a, lv, torch.Generator().manual_seed(1))
-    before = {lv: shot(lv) for lv in (1, 2)}
-    dec.sampler = dataclasses.replace(dec.sampler, motion_scale_by_level=[0.0, 1, 1, 1, 1])
-    after = {lv: shot(lv) for lv in (1, 2)}
-    assert torch.equal(before[2], after[2])
-    assert torch.allclose(after[1], frame_mean(before[1], 4), atol=1e-5)
-    assert frame_differences(before[1], 4).abs().max() > 1e-2  # it did move before
-    dec.save_pretrained(tmp_path / "dec")
-    loaded = ShotDecoder.from_pretrained(tmp_path / "dec")
-    assert loaded.sampler.motion_scale_by_level == [0.0, 1.0, 1.0, 1.0, 1.0]
-    assert torch.equal(loaded.sample_latents(s_a, 1, torch.Generator().manual_seed(1)), after[1])
-    with pytest.raises(ValueError, match="motion_scale_by_level must be 5 values"):
-        SamplerConfig(motion_scale_by_level=[0.5, 1, 1, 1, -1])
-    with pytest.raises(ValueError, match="--x takes 5 comma-separated"):
-        parse_motion_scales("0.5,a", "--x")
-    with pytest.raises(ValueError, match="--x: .*5 values"):
-        parse_motion_scales("0.5,1", "--x")
-    assert parse_motion_scales("0.25,1,1,1,2", "--x") == [0.25, 1.0, 1.0, 1.0, 2.0]
-
-
 def test_version_1_decoders_load_with_their_sampler_settings(tmp_path):
-    """shot_decoder.json v1 kept the sampler's settings inside the diffusion config: it loads, samples the
-    same shots, and a v1 decoder that used a sampler option this version dropped is refused by name."""
+    """shot_decoder.json v1 kept the sampler's settings inside the diffusion config: it loads and samples the
+    same shots; the settings of the picture decoder's retired fixes (motion guidance, per-level noise and motion
+    scale, motion control, source detail, flow motion) are dropped, in v1 and v2 alike; a v1 decoder that used a
+    sampler option this version dropped long ago is refused by name."""
     import json
 
     dec = tiny_shot_decoder(seed=3)
-    dec.sampler = dataclasses.replace(dec.sampler, motion_guidance=1.0, shared_noise_by_level=[0.9] * 5)
     dec.save_pretrained(tmp_path / "dec")
     path = tmp_path / "dec" / "shot_decoder.json"
     meta = json.loads(path.read_text())
+    v2 = json.loads(json.dumps(meta))
+    v2["sampler"].update(motion_guidance=1.0, shared_noise_by_level=[0.9] * 5, source_detail=True)
+    assert set(RETIRED_FIELDS) >= {"motion_guidance", "shared_noise_by_level", "source_detail"}
+    path.write_text(json.dumps(v2))
+    assert ShotDecoder.from_pretrained(tmp_path / "dec").sampler == dec.sampler
     s = meta.pop("sampler")
     meta["format_version"] = 1
-    meta["diffusion"].update(steps=s["steps"], guidance=s["guidance"], motion_guidance=s["motion_guidance"],
+    meta["diffusion"].update(steps=s["steps"], guidance=s["guidance"], motion_guidance=1.0,
                              autocast=s["autocast"], dynamic_cfg=False, sampler="dpmpp",
-                             sampling_shared_noise_by_level=s["shared_noise_by_level"],
-                             sampling_motion_scale_by_level=None)
+                             sampling_shared_noise_by_level=[0.9] * 5, sampling_motion_scale_by_level=None)
     path.write_text(json.dumps(meta))
     old = ShotDecoder.from_pretrained(tmp_path / "dec")
     assert old.sampler == dec.sampler and old.diffusion == dec.diffusion

@@ -175,7 +175,6 @@ def test_film_recipe_ingest_finetune_play(film, tmp_path):
     runs = tmp_path / "runs"
     assert main(["recipe", "film", "--out", str(runs), "--no-progress", "--set", f"videos={path}",
                  "--set", f"annotations={notes}", "--set", "decoder_steps=1", "--set", "engine_steps=1",
-                 "--set", "motion_steps=1", "--set", "motion_shots=4", "--set", "motion_val=2",
                  "--set", "batch_size=2", "--set", "engine_eval=--eval-windows 1 --eval-sessions 1",
                  "--set", "world_sessions=2", "--set", "threads=1"]) == 0
     assert WorldDataset(runs / "data" / "mix").meta["mix"][1]["sessions"] == 2  # the world mixed in
@@ -190,7 +189,6 @@ def test_film_recipe_ingest_finetune_play(film, tmp_path):
     turn = game.new_session([hero], seed=1).step(f"Character: {hero}; Motion: quickly run; Background: day town.")
     assert turn.frames.shape == (17, 96, 144, 3) and 1 <= turn.motion_level <= 5
     assert turn.anchor == "retrieved"  # drawn from a clip of the film
-    assert game.decoder.moves_pictures  # the film model's own motion network moves the clip's picture
 
 
 def test_mix_weights_sessions_without_copying(film, tmp_path, capsys):

@@ -44,7 +44,7 @@ from animegamer.engine.model import save_engine
 from animegamer.core.runs import resolve_decoder
 from animegamer.evaluation.drawn_shots import SYSTEMS, evaluate, load_animator
 from animegamer.training.action_parts import SHIPPED
-from animegamer.game.pack import MotionPacking, pack_model
+from animegamer.game.pack import pack_model
 from animegamer.game.session import Game
 from animegamer.world.dataset import RenderConfig, WorldDataset, render_dataset
 from animegamer.world.sessions import plan_session
@@ -653,13 +653,10 @@ def test_pack_the_animator_draws_the_stage_wide_and_leaves_out_what_layers_super
     wrong.save_pretrained(tmp_path / "wrong")
     with pytest.raises(ValueError, match="s_a 8 wide"):
         pack_model(tmp_path / "run", tmp_path / "run", tmp_path / "bad", sprites=tmp_path / "wrong")
-    with pytest.raises(ValueError, match="would never be used"):
-        pack_model(tmp_path / "run", tmp_path / "run", tmp_path / "bad", sprites=tmp_path / "sprites",
-                   motion=MotionPacking(tmp_path))
     assert not (tmp_path / "bad").exists()
     out = pack_model(tmp_path / "run", tmp_path / "run", tmp_path / "model", sprites=tmp_path / "sprites")
     dec2 = ShotDecoder.from_pretrained(out / "shot_decoder")
-    assert dec2.draws_layers and dec2.motion is None and not dec2.sampler.flow_motion
+    assert dec2.draws_layers
     assert dec2.anchors.frames is None and len(dec2.anchors.entries) == 3  # the tokens stay: they name the scene
     assert all(len(v.wide_layers) == 4 and v.width == 3 * v.background.shape[1] for v in dec2.stage.places.values())
 

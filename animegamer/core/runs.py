@@ -14,7 +14,6 @@ DECODER_WEIGHTS = "shot_decoder.safetensors"
 ENGINE_CONFIG = "engine.json"
 ENGINE_WEIGHTS = "engine.safetensors"
 AUTOENCODER_CONFIG = "autoencoder.json"
-MOTION_CONFIG = "motion.json"
 
 
 def resolve_component(path: str | Path, config_name: str, subdir: str) -> Path:
@@ -49,11 +48,6 @@ def _decoder_part(path: str | Path, config_name: str, subdir: str, what: str) ->
 def resolve_autoencoder(path: str | Path) -> Path:
     """An autoencoder dir from a `train vae` run dir, its final/, a model dir or a shot_decoder/ dir."""
     return _decoder_part(path, AUTOENCODER_CONFIG, "autoencoder", "autoencoder")
-
-
-def resolve_motion(path: str | Path) -> Path:
-    """The motion network's dir from a `train motion` run dir, its final/, a model dir or a shot_decoder/ dir."""
-    return _decoder_part(path, MOTION_CONFIG, "motion", "motion network")
 
 
 def resolve_engine(path: str | Path) -> Path:

@@ -35,8 +35,8 @@ The engine's text tokens (the motion), its motion level and its state changes ar
 fed back to the engine carries the s_a each shot was drawn from (``history`` "drawn"): what the player
 saw, and real frames like the true s_a the engine was trained on. Measured: docs/history.md#visual-anchors.
 
-Each anchor also carries the picture its tokens are (``Anchor.frame``): with the sampler's source
-detail (decoder/source_detail.py) the shot starts from it, past what the autoencoder can draw.
+Each anchor also carries the picture its tokens are (``Anchor.frame``), where the bank keeps pictures: the
+first frame the game composes its own from.
 
 On disk, ``shot_decoder/anchors/``: ``anchors.json`` (format, config, each entry's characters,
 place, time and source shot) and ``anchors.safetensors`` (the entries' f_v: the autoencoder-latent
@@ -433,15 +433,13 @@ class VisualAnchors(nn.Module):
                previous_frame: np.ndarray | None, previous_tokens: torch.Tensor | None,
                characters: list[str], generator: torch.Generator | None = None,
                previous_characters: list[str] | None = None,
-               previous_source: Callable[[], np.ndarray | None] | None = None,
                predicted_text: torch.Tensor | None = None) -> Anchor:
         """predicted: the engine's visual tokens (n_visual, D); previous_frame: uint8 (H, W, 3), the
         last frame the player saw; previous_tokens: the visual tokens the previous turn was drawn from
         (both None on a session's first turn; the one ``continue_from`` names is used). ``reference``
         encodes ``previous_frame`` (needed only with one). ``previous_characters``: the characters the
         previous turn was drawn for (``same_characters``; None: not known, any may continue).
-        ``previous_source``: gives the picture ``previous_tokens`` are, where known; called only for a
-        continued anchor (its frame). ``predicted_text``: the engine's motion tokens (n_text, D), which
+        ``predicted_text``: the engine's motion tokens (n_text, D), which
         ``by_action`` reads as a verb (None: not chosen for the action)."""
         cfg = self.config
         dev = next(encoder.parameters()).device  # the bank is encoded there; the engine's tokens come from the CPU
@@ -463,8 +461,7 @@ class VisualAnchors(nn.Module):
                 pick = self._reposed(seen, verb, encoder, generator) if verb is not None and cfg.repose else None
                 if pick is not None:
                     return Anchor(self.tokens(pick, encoder.visual), "reposed", distance, pick, self.frame(pick), verb)
-                frame = previous_frame if cfg.continue_from == "frame" else (
-                    previous_source() if previous_source is not None else None)
+                frame = previous_frame if cfg.continue_from == "frame" else None
                 return Anchor(seen, "continued", distance, frame=frame, verb=verb)
         if not cfg.retrieval:
             return Anchor(predicted, "engine", distance, verb=verb)

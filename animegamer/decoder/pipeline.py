@@ -12,20 +12,17 @@ directory:
                                    CFG null branch)
     autoencoder/                   the autoencoder's own save_pretrained directory
     anchors/                       optional: the visual anchors (decoder/anchors.py) the game draws from
-    motion/                        optional: the motion network (decoder/flow_motion.py) that moves a
-                                   shot's real picture
     stage/                         optional: place pictures and the cast's cut-outs (decoder/stage.py) from
                                    which the game composes a first frame no stored shot shows
     sprite_animator/               optional: the sprite animator (decoder/sprite_animator.py); with a stage,
                                    the game draws every shot in layers (decoder/layered.py): each character
                                    who acts drawn by it, pasted into the place's picture
 written under a temporary name and renamed in one step. Version 1 (sampler settings inside the
-diffusion config) still loads.
+diffusion config) still loads; a directory's ``motion/`` (an earlier version's flow motion network) is not read.
 """
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -45,12 +42,9 @@ from animegamer.core.checkpoint import (
 from animegamer.core.runs import DECODER_CONFIG, DECODER_WEIGHTS
 from animegamer.decoder.anchors import Anchor, VisualAnchors, frame_tokens
 from animegamer.decoder.diffusion import DiffusionConfig
-from animegamer.decoder.flow_motion import FlowCodec, FlowMotion, warp_picture
-from animegamer.decoder.motion_control import control_motion, steer
 from animegamer.decoder.network import DecoderConfig, DecoderNet
 from animegamer.decoder.sampler import SamplerConfig, sample
 from animegamer.decoder.sprite_animator import SpriteAnimator
-from animegamer.decoder.source_detail import transfer_details
 from animegamer.decoder.stage import Stage
 from animegamer.representation.reference_encoder import LatentReference
 
@@ -60,7 +54,6 @@ CONFIG_NAME = DECODER_CONFIG
 WEIGHTS_NAME = DECODER_WEIGHTS
 AUTOENCODER_DIR = "autoencoder"
 ANCHORS_DIR = "anchors"
-MOTION_DIR = "motion"
 STAGE_DIR = "stage"
 SPRITES_DIR = "sprite_animator"
 
@@ -79,15 +72,13 @@ def frames_from_uint8(frames: np.ndarray) -> torch.Tensor:
 class ShotDecoder(nn.Module):
     def __init__(self, net: DecoderNet, autoencoder: nn.Module, diffusion: DiffusionConfig | None = None,
                  sampler: SamplerConfig | None = None, anchors: VisualAnchors | None = None,
-                 motion: FlowMotion | None = None, stage: Stage | None = None,
-                 animator: SpriteAnimator | None = None) -> None:
+                 stage: Stage | None = None, animator: SpriteAnimator | None = None) -> None:
         super().__init__()
         self.net = net
         self.autoencoder = autoencoder
         self.diffusion = diffusion or DiffusionConfig()
         self.sampler = sampler or SamplerConfig()
         self.anchors = anchors
-        self.motion = motion
         self.stage = stage
         self.animator = animator
         self.eval()
@@ -97,11 +88,6 @@ class ShotDecoder(nn.Module):
         """Whether the game draws its shots in layers: the sprite animator draws the characters, the stage holds
         the places and the cut-outs they start from (decoder/layered.py)."""
         return self.animator is not None and self.stage is not None
-
-    @property
-    def moves_pictures(self) -> bool:
-        """Whether a shot with a source picture is that picture moved along drawn flows (flow motion)."""
-        return self.motion is not None and self.sampler.flow_motion
 
     @property
     def config(self) -> DecoderConfig:
@@ -160,87 +146,18 @@ class ShotDecoder(nn.Module):
         steps: int | None = None,
         guidance: float | None = None,
         autocast: bool | None = None,
-        source: np.ndarray | list[np.ndarray | None] | None = None,
     ) -> np.ndarray:
         """s_a (N, D) -> uint8 (T, H, W, 3); s_a (B, N, D) -> uint8 (B, T, H, W, 3).
 
         ``generator`` seeds the initial noise (the only randomness): same seed, same shot.
         ``steps`` / ``guidance`` default to the sampler's settings (a measured trade-off).
-        ``source``: the real picture (uint8 H x W x 3; one or None per shot for a batch) whose tokens s_a's
-        visual part is; with the sampler's ``source_detail`` the shot starts from it (decoder/source_detail.py).
         """
         single = s_a.dim() == 2
         if single:
             s_a = s_a.unsqueeze(0)  # (1, N, D)
-        sources = [source] if single else source
-        moved = [self.moves_pictures and sources is not None and sources[i] is not None for i in range(len(s_a))]
-        if not any(moved):
-            latents = self.sample_latents(s_a, motion_level, generator, steps, guidance, autocast)
-            frames = self.decode_shots(latents, motion_level, autocast, sources)  # (B, T, H, W, 3)
-            return frames[0] if single else frames
-        levels = self._motion(motion_level, len(s_a))
-        frames = np.empty((len(s_a), self.config.num_frames, *self.frame_size, 3), np.uint8)
-        rows = [i for i, m in enumerate(moved) if m]
-        frames[rows] = self.move_pictures(s_a[rows], None if levels is None else levels[rows], generator,
-                                          [sources[i] for i in rows])
-        rest = [i for i, m in enumerate(moved) if not m]
-        if rest:
-            lv = None if levels is None else levels[rest]
-            latents = self.sample_latents(s_a[rest], lv, generator, steps, guidance, autocast)
-            frames[rest] = self.decode_shots(latents, lv, autocast, None if sources is None else
-                                             [sources[i] for i in rest])
+        latents = self.sample_latents(s_a, motion_level, generator, steps, guidance, autocast)
+        frames = frames_to_uint8(self.decode_latents(latents, autocast))  # (B, T, H, W, 3)
         return frames[0] if single else frames
-
-    @torch.no_grad()
-    def move_pictures(self, s_a: torch.Tensor, motion_level: int | torch.Tensor | None,
-                      generator: torch.Generator | None, sources: list[np.ndarray]) -> np.ndarray:
-        """Flow motion: s_a (B, N, D) whose visual tokens are those of ``sources`` (one uint8 H x W x 3 each)
-        -> uint8 (B, T, H, W, 3), each picture moved along the flows the motion network draws; with the
-        motion control on, a shot whose flow reads another level is moved again with its flows scaled."""
-        if self.motion is None:
-            raise ValueError("this decoder has no motion network (model pack --motion-net RUN)")
-        levels = self._motion(motion_level, s_a.shape[0])
-        flows = self.motion.sample_flows(s_a, levels, FlowCodec.for_autoencoder(self.autoencoder), self.frame_size,
-                                         generator)  # (B, T, H, W, 2)
-        cap = self.motion.max_scale or self.sampler.motion_control_max_scale
-        out = []
-        for picture, flow, level in zip(sources, flows, [None] * len(flows) if levels is None else levels.tolist()):
-            frames = warp_picture(picture, flow)
-            if self.sampler.motion_control_max_scale is not None and level is not None:
-                frames = steer(frames, int(level), cap,
-                               lambda r, p=picture, f=flow: warp_picture(p, f * r))
-            out.append(frames)
-        return np.stack(out)
-
-    @torch.no_grad()
-    def decode_shots(self, latents: torch.Tensor, motion_level: int | torch.Tensor | None,
-                     autocast: bool | None = None, sources: list[np.ndarray | None] | None = None) -> np.ndarray:
-        """Sampled latents (B, F, C', h, w) -> uint8 (B, T, H, W, 3) as the player sees them: decoded, with
-        the sampler's source detail on the detail of each shot's source picture carried along its flow
-        (``sources``: one uint8 H x W x 3 or None per shot), and with the motion control on, each shot whose
-        flow reads another level than asked decoded again at a corrected motion scale
-        (decoder/motion_control.py), measured on the frames the player will see."""
-        b = latents.shape[0]
-        detail = self.sampler.source_detail and sources is not None and any(s is not None for s in sources)
-
-        def decoder_of(shots: list[np.ndarray | None] | None) -> Callable[[torch.Tensor], np.ndarray]:
-            """Latents of these shots -> the frames shown of them."""
-            def decode(x: torch.Tensor) -> np.ndarray:
-                frames = frames_to_uint8(self.decode_latents(x, autocast))  # (n, T, H, W, 3)
-                return transfer_details(frames, shots) if detail else frames
-            return decode
-
-        frames = decoder_of(sources)(latents)
-        levels = self._motion(motion_level, b)
-        if self.sampler.motion_control_max_scale is None or levels is None:
-            return frames
-        levels = levels.cpu()
-        scales = torch.tensor(self.sampler.motion_scale_by_level or [1.0] * 5)[levels - 1]  # (B,)
-        return np.concatenate([  # one shot at a time: a re-decoded shot keeps its own source picture
-            control_motion(latents[i:i + 1], frames[i:i + 1], levels[i:i + 1], scales[i:i + 1],
-                           self.sampler.motion_control_max_scale,
-                           decoder_of(None if sources is None else sources[i:i + 1]), self.diffusion.noise_frame_groups)
-            for i in range(b)])
 
     def latent_reference(self) -> LatentReference:
         """The frame encoder that made this decoder's f_v: the autoencoder's first-frame latent in patches
@@ -256,29 +173,19 @@ class ShotDecoder(nn.Module):
     @torch.no_grad()
     def anchor(self, s_a: torch.Tensor, previous_frame: np.ndarray | None, previous_s_a: torch.Tensor | None,
                characters: list[str], generator: torch.Generator | None = None,
-               previous_characters: list[str] | None = None,
-               previous_shot: Callable[[], np.ndarray] | None = None) -> tuple[torch.Tensor, Anchor | None]:
+               previous_characters: list[str] | None = None) -> tuple[torch.Tensor, Anchor | None]:
         """The s_a to draw (N, D): the engine's ``s_a`` with its visual tokens replaced by the anchor
         (decoder/anchors.py), and the anchor; without anchors, ``s_a`` itself and None. ``previous_frame``
         (uint8 H x W x 3) and ``previous_s_a`` (N, D): the last frame shown and the s_a it was drawn from
-        (None on a first turn); ``previous_characters``: who that shot was drawn for; ``previous_shot``: reads
-        that shot back as shown, uint8 (T, H, W, 3), called only where needed: with source detail its first
-        frame is the picture it was drawn from, which a continued anchor starts from again where the bank
-        does not hold its tokens (a player's character)."""
+        (None on a first turn); ``previous_characters``: who that shot was drawn for."""
         if self.anchors is None:
             return s_a, None
         c = self.config
         reference = self.latent_reference() if previous_frame is not None else None  # "frame" continuation only
         previous_tokens = previous_s_a[c.n_text:] if previous_s_a is not None else None
-        def previous_source() -> np.ndarray | None:  # asked for only when the scene continues
-            entry = self.anchors.entry_of(previous_tokens, self.net.action_encoder)
-            if entry is not None:
-                return self.anchors.frame(entry)
-            return previous_shot()[0] if previous_shot is not None else None
-
         a = self.anchors.choose(s_a[c.n_text:], self.net.action_encoder, reference, previous_frame,
                                 previous_tokens, characters, generator, previous_characters,
-                                previous_source if self.sampler.source_detail else None, s_a[:c.n_text])
+                                predicted_text=s_a[:c.n_text])
         drawn = s_a.clone().float()
         drawn[c.n_text:] = a.tokens.to(drawn)
         return drawn, a
@@ -317,8 +224,6 @@ class ShotDecoder(nn.Module):
             ae.save_pretrained(tmp / AUTOENCODER_DIR, dtype=dtype)
             if self.anchors is not None:
                 self.anchors.save_pretrained(tmp / ANCHORS_DIR)
-            if self.motion is not None:
-                self.motion.save_pretrained(tmp / MOTION_DIR, dtype=dtype, base=self.net)
             if self.stage is not None:
                 self.stage.save_pretrained(tmp / STAGE_DIR)
             if self.animator is not None:
@@ -343,19 +248,16 @@ class ShotDecoder(nn.Module):
         ae_cls = getattr(importlib.import_module(module), name)
         ae = ae_cls.from_pretrained(directory / AUTOENCODER_DIR).float()
         anchors = VisualAnchors.from_pretrained(directory / ANCHORS_DIR) if (directory / ANCHORS_DIR).is_dir() else None
-        motion = (FlowMotion.from_pretrained(directory / MOTION_DIR, net)
-                  if (directory / MOTION_DIR).is_dir() else None)
         stage = Stage.from_pretrained(directory / STAGE_DIR) if (directory / STAGE_DIR).is_dir() else None
         animator = (SpriteAnimator.from_pretrained(directory / SPRITES_DIR)
                     if (directory / SPRITES_DIR).is_dir() else None)
         return cls(net, ae, DiffusionConfig.from_dict(meta["diffusion"]), SamplerConfig.from_dict(meta["sampler"]),
-                   anchors, motion, stage, animator).to(device)
+                   anchors, stage, animator).to(device)
 
 
 # version 1 kept the sampler's settings in the diffusion config, under these names
-_V1_SAMPLER = {"steps": "steps", "guidance": "guidance", "motion_guidance": "motion_guidance", "autocast": "autocast",
-               "sampling_shared_noise_by_level": "shared_noise_by_level",
-               "sampling_motion_scale_by_level": "motion_scale_by_level"}
+_V1_SAMPLER = {"steps": "steps", "guidance": "guidance", "autocast": "autocast"}
+_V1_RETIRED = ("motion_guidance", "sampling_shared_noise_by_level", "sampling_motion_scale_by_level")
 
 
 def upgrade_v1(meta: dict[str, Any], where: str | Path = "shot_decoder.json") -> dict[str, Any]:
@@ -367,4 +269,6 @@ def upgrade_v1(meta: dict[str, Any], where: str | Path = "shot_decoder.json") ->
     if diffusion.pop("sampler", "dpmpp") != "dpmpp":
         raise ValueError(f"{where}: samples with DDIM, which this version no longer has (DPM-Solver++ only)")
     sampler = {new: diffusion.pop(old) for old, new in _V1_SAMPLER.items() if old in diffusion}
+    for old in _V1_RETIRED:  # settings of the picture decoder's retired fixes (sampler.RETIRED_FIELDS)
+        diffusion.pop(old, None)
     return {**meta, "format_version": FORMAT_VERSION, "diffusion": diffusion, "sampler": sampler}

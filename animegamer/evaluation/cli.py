@@ -1,5 +1,5 @@
 """`animegamer eval` (the paper's table on held-out sessions) and `animegamer bench` (per-stage
-latency and memory of a turn); `eval-decoder` and `calibrate-levels` register from their modules."""
+latency and memory of a turn); `eval-decoder`, `eval-drawn` and `eval-cast` register from their modules."""
 from __future__ import annotations
 
 import argparse
@@ -12,7 +12,7 @@ import torch
 from animegamer.core.atomic_io import write_json
 from animegamer.core.devices import add_device_arguments
 from animegamer.engine import evaluate as engine_evaluate
-from animegamer.evaluation import cast_prompts, decoder_eval, drawn_shots, level_calibration
+from animegamer.evaluation import cast_prompts, decoder_eval, drawn_shots
 from animegamer.evaluation.bench import decoder as bench_decoder
 from animegamer.evaluation.bench import engine as bench_engine
 from animegamer.evaluation.bench import long_session as bench_long
@@ -25,7 +25,6 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
     decoder_eval.add_parser(subparsers)
     drawn_shots.add_parser(subparsers)
     cast_prompts.add_parser(subparsers)
-    level_calibration.add_parser(subparsers)
     ev = subparsers.add_parser(
         "eval", help="play held-out world sessions through the game and grade them (the paper's table)",
         description="Play held-out world sessions through GameSession (as a player would) with the model, its "

@@ -81,24 +81,17 @@ def evaluate_decoder(decoder, cache, rows: list[dict[str, Any]], frames_of, eval
             s_a = decoder.net.action_encoder(item["f_md"][None], item["f_v"][None])[0]  # (N, D)
         true = frames_of(row)
         wrong_level = (level + 1) % 5 + 1
-        if decoder.moves_pictures:  # flow motion: the first frame moved along drawn flows, no latents
-            gen, wrong = (decoder(s_a, lv, torch.Generator().manual_seed(seed + i), source=true[0])
-                          for lv in (level, wrong_level))
-            errors = None
-        else:
-            # the picture s_a's visual part is (its first frame): with source detail the shot starts from it
-            source = [true[0]] if decoder.sampler.source_detail else None
-            latents = decoder.sample_latents(s_a[None], level, torch.Generator().manual_seed(seed + i))
-            gen = decoder.decode_shots(latents, level, sources=source)[0]  # exactly decoder(s_a, level, ..., source)
-            errors = latent_errors(decoder, latents[0], item["latents"])
-            wrong_latents = decoder.sample_latents(s_a[None], wrong_level, torch.Generator().manual_seed(seed + i))
-            wrong = decoder.decode_shots(wrong_latents, wrong_level, sources=source)[0]
+        latents = decoder.sample_latents(s_a[None], level, torch.Generator().manual_seed(seed + i))
+        gen = frames_to_uint8(decoder.decode_latents(latents))[0]  # exactly decoder(s_a, level, generator)
+        errors = latent_errors(decoder, latents[0], item["latents"])
+        wrong_latents = decoder.sample_latents(s_a[None], wrong_level, torch.Generator().manual_seed(seed + i))
+        wrong = frames_to_uint8(decoder.decode_latents(wrong_latents))[0]
         if errors is not None:
             out["latent_rms"].append(errors[0])
             out["latent_frame_sigma"].append(errors[1])
-            motion[level]["decoded"].append(latent_motion(decoder, latents[0]))
-            motion[wrong_level]["decoded"].append(latent_motion(decoder, wrong_latents[0]))
-            motion[level]["true"].append(latent_motion(decoder, item["latents"]))
+        motion[level]["decoded"].append(latent_motion(decoder, latents[0]))
+        motion[wrong_level]["decoded"].append(latent_motion(decoder, wrong_latents[0]))
+        motion[level]["true"].append(latent_motion(decoder, item["latents"]))
         measured = motion_level_from_pixels(gen, quant)[0]
         decoded_levels[measured - 1] += 1
         confusion[level - 1][measured - 1] += 1
@@ -282,10 +275,7 @@ def run(args: argparse.Namespace) -> int:
                                                                    args.n, sigmas, progress=not args.no_progress)
     if args.sheet:
         report["sheet"] = str(decoded_sheet(report.pop("_shots"), frames_of, args.sheet))
-    report.update({"decoder": str(args.decoder), "evaluator": str(ev_path) if ev_path else None,
-                   "sampling_shared_noise_by_level": decoder.sampler.shared_noise_by_level,
-                   "sampling_motion_scale_by_level": decoder.sampler.motion_scale_by_level,
-                   "motion_guidance": decoder.sampler.motion_guidance})
+    report.update({"decoder": str(args.decoder), "evaluator": str(ev_path) if ev_path else None})
     print(json.dumps(report, indent=1))
     if args.out:
         save_json_atomic(report, args.out)

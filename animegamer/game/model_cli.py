@@ -8,7 +8,7 @@ from pathlib import Path
 
 from animegamer.core.runs import resolve_autoencoder
 from animegamer.decoder.sampler import add_sampler_arguments, sampler_overrides
-from animegamer.game.pack import AnchorPacking, MotionPacking, add_stage, model_bytes, pack_model
+from animegamer.game.pack import AnchorPacking, add_stage, model_bytes, pack_model
 
 
 def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = None) -> None:
@@ -42,17 +42,6 @@ def register(subparsers: argparse._SubParsersAction, argv: list[str] | None = No
                          "or continue it from its anchor, keeping its props and layout (off, the default)")
     pk.add_argument("--text-encoder", default=None, metavar="DIR",
                     help="the decoder's text encoder, which encodes the anchors' motions (default: the bundled MiniLM)")
-    pk.add_argument("--motion-net", default=None, metavar="RUN",
-                    help="a `train motion` run whose network moves each shot's real picture along the flows it draws "
-                         "(decoder/flow_motion.py); turns --flow-motion on unless it is given as off")
-    pk.add_argument("--motion-smooth", type=float, default=None, metavar="CELLS",
-                    help="with a motion network: smooth its drawn flows by a Gaussian of CELLS latent-grid cells")
-    pk.add_argument("--motion-max-scale", type=float, default=None, metavar="MAX",
-                    help="with a motion network: the most the motion control may stretch a shot's flows "
-                         "(default: --motion-control's cap)")
-    pk.add_argument("--motion-rank", type=int, default=None, metavar="R",
-                    help="with a motion network: store it as its difference from the picture decoder truncated to rank "
-                         "R (an SVD, as LoRA factors; default: as the run stored it, whole)")
     pk.add_argument("--sprites", default=None, metavar="RUN",
                     help="a `train sprites` run: every shot is drawn in layers on the stage, each character who acts "
                          "drawn by its sprite animator (decoder/layered.py)")
@@ -90,14 +79,8 @@ def _pack(args: argparse.Namespace) -> int:
             args.anchors, args.anchor_limit, args.anchors_per_scene, args.anchors_per_action,
             args.anchors_frame_quality, args.text_encoder, args.anchors_by_action == "on",
             args.anchors_repose == "on") if args.anchors else None
-        if args.motion_net is None and any(x is not None for x in (args.motion_smooth, args.motion_max_scale,
-                                                                    args.motion_rank)):
-            raise ValueError("--motion-smooth / --motion-max-scale / --motion-rank set a motion network's settings: "
-                             "pass --motion-net RUN")
-        motion = MotionPacking(args.motion_net, args.motion_smooth, args.motion_max_scale,
-                               args.motion_rank) if args.motion_net else None
         out = pack_model(args.engine, args.decoder, args.out, fp16=not args.fp32, provenance=prov, sampler=sampler,
-                         autoencoder=autoencoder, anchors=anchors, motion=motion, sprites=args.sprites)
+                         autoencoder=autoencoder, anchors=anchors, sprites=args.sprites)
     except (ValueError, FileNotFoundError) as e:
         raise SystemExit(f"model pack: {e}") from None
     print(f"model written to {out} ({model_bytes(out) / 1e6:.1f} MB)")

@@ -22,9 +22,8 @@ from typing import Any, Literal
 import torch
 
 from animegamer.core.checkpoint import atomic_dir, load_safetensors, save_json_atomic, save_safetensors_atomic
-from animegamer.core.runs import ENGINE_WEIGHTS, resolve_decoder, resolve_engine, resolve_motion
+from animegamer.core.runs import ENGINE_WEIGHTS, resolve_decoder, resolve_engine
 from animegamer.decoder.anchors import AnchorConfig, VisualAnchors
-from animegamer.decoder.flow_motion import FlowMotion
 from animegamer.decoder.pipeline import STAGE_DIR, ShotDecoder
 from animegamer.decoder.sprite_animator import SpriteAnimator
 from animegamer.decoder.stage import PlaceView, Sprite, Stage
@@ -60,39 +59,22 @@ class AnchorPacking:
     repose: bool = False
 
 
-@dataclasses.dataclass(frozen=True)
-class MotionPacking:
-    """A `train motion` run (or its motion/ dir) whose network moves the shots' real pictures
-    (decoder/flow_motion.py); ``smooth`` (latent-grid cells) and ``max_scale`` replace its smoothing of the drawn
-    flows and its motion control's cap; ``rank`` stores it as a difference of that rank from the picture decoder
-    (a few MB). None keeps the run's own."""
-
-    run: str | Path
-    smooth: float | None = None
-    max_scale: float | None = None
-    rank: int | None = None
-
-
 def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: bool = True,
                provenance: dict[str, Any] | None = None, sampler: dict[str, Any] | None = None,
                autoencoder: str | Path | None = None, anchors: AnchorPacking | Literal[False] | None = None,
-               motion: MotionPacking | None = None, sprites: str | Path | None = None) -> Path:
+               sprites: str | Path | None = None) -> Path:
     """Copy the engine and shot decoder of two runs into one model directory (see module doc).
 
     ``sampler``: SamplerConfig fields that replace the ones stored with the decoder (the game's
-    guidance, and the per-level noise prior and motion scale calibrated by ``calibrate-levels``).
-    model.json records them. ``autoencoder``: an autoencoder directory to decode with instead of the
+    guidance); model.json records them. ``autoencoder``: an autoencoder directory to decode with instead of the
     decoder's own: a decoder-only fine-tune of it (`train vae --init --decoder-only`), whose encoder
     and latent scale must be the decoder's, so the latents mean the same. ``anchors``: the visual anchors to build (``AnchorPacking``); False drops the anchors the decoder has; None
-    keeps them. ``motion``: a motion network to pack (``MotionPacking``); the sampler's ``flow_motion`` is then on
-    unless ``sampler`` turns it off. With anchors
+    keeps them. With anchors
     built, the stage (decoder/stage.py: the world's places with no one in them and the cast's cut-outs) is drawn
     too, so the game can compose a first frame no stored shot shows. ``sprites``: a `train sprites` run whose
     animator draws every shot in layers on the stage (decoder/layered.py)."""
 
     engine_dir, decoder_dir = resolve_engine(engine), resolve_decoder(decoder)
-    if sprites is not None and motion is not None:
-        raise ValueError("--sprites draws every shot in layers: a motion network (--motion-net) would never be used")
     eng = load_engine(engine_dir)
     dec = ShotDecoder.from_pretrained(decoder_dir)
     if autoencoder is not None:
@@ -109,29 +91,15 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
     if built:
         dec.stage = world_stage(dec.frame_size)
     sampler = dict(sampler or {})
-    if motion is not None:
-        m = FlowMotion.from_pretrained(resolve_motion(motion.run), dec.net)
-        dec.motion = FlowMotion(m.net, m.diffusion, m.sampler, m.smooth if motion.smooth is None else motion.smooth,
-                                m.max_scale if motion.max_scale is None else motion.max_scale,
-                                m.rank if motion.rank is None else motion.rank)
-        sampler.setdefault("flow_motion", True)
     if sprites is not None:  # the sprite animator draws every shot in layers on the world's stage
         dec.animator = SpriteAnimator.from_pretrained(sprites)
         if dec.animator.config.cond_dim != dec.config.d_cond:
             raise ValueError(f"{sprites} draws from s_a {dec.animator.config.cond_dim} wide, the decoder's is "
                              f"{dec.config.d_cond}")
         dec.stage = world_stage(dec.frame_size)  # with the wide places a camera follows a traveller across
-        # What layers supersede is left out: play never shows a stored picture (the anchors keep their tokens, which
-        # name the scene) nor moves one along drawn flows (the motion network)
+        # play never shows a stored picture: the anchors keep their tokens, which name the scene
         if dec.anchors is not None:
             dec.anchors.frames = None
-        dec.motion = None
-        sampler["flow_motion"] = False
-    if sampler.get("flow_motion") and dec.motion is None:
-        raise ValueError("flow motion needs a motion network: pass --motion-net RUN (`train motion`)")
-    for field in ("shared_noise_by_level", "motion_scale_by_level", "motion_control_max_scale"):
-        if sampler.get(field) is not None and not dec.config.use_motion_level:
-            raise ValueError(f"{decoder_dir} has no motion level: a per-level {field} would never be used")
     if sampler:  # validated like any stored config: a bad value fails here, before anything is written
         dec.sampler = dataclasses.replace(dec.sampler, **sampler)
     n_eng, d_eng, n_dec, d_dec = eng.cfg.rep_tokens, eng.cfg.rep_dim, dec.config.n_tokens, dec.config.d_cond
@@ -142,7 +110,6 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
     with atomic_dir(out) as tmp:
         save_engine(eng, tmp / "engine")
         if fp16:  # the rep statistics stay fp32 (tiny, and they scale every prediction)
-
             sd = load_safetensors(tmp / "engine" / ENGINE_WEIGHTS)
             sd = {k: v.half() if v.is_floating_point() and not k.startswith("rep_") else v for k, v in sd.items()}
             save_safetensors_atomic(sd, tmp / "engine" / ENGINE_WEIGHTS, metadata={"kind": "animegamer-engine"})
@@ -161,9 +128,6 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
                           **({"sprite_animator": {"from": str(sprites), "parameters": sum(
                               p.numel() for p in dec.animator.parameters())}} if sprites is not None else {}),
                           **({"cast": cast} if cast else {}),
-                          **({"motion": {"from": str(motion.run), "smooth": dec.motion.smooth,
-                                         "max_scale": dec.motion.max_scale, "rank": dec.motion.rank}}
-                             if motion is not None else {}),
                           **({"sampler_override": sampler} if sampler else {}), **(provenance or {})},
                          tmp / "model.json")
     return Path(out)

@@ -36,7 +36,6 @@ import time
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -246,21 +245,18 @@ class GameSession:
             progress("drawing", 0.35)
             anchors = game.decoder.anchors
             last = self.turns[-1] if self.turns else None
-            # the last shot as the player saw it, read back from its clip (once, where needed), so a reopened
-            # game continues alike
-            shown = cache(partial(frames_of, last.video_path)) if last and anchors else None
-            frame = shown()[-1] if shown is not None and anchors.config.continue_from == "frame" else None
+            # the last frame as the player saw it, read back from its clip, so a reopened game continues alike
+            frame = (frames_of(last.video_path)[-1] if last and anchors and anchors.config.continue_from == "frame"
+                     else None)
             named = named_characters(text, self.characters)
             drawn, anchor = game.decoder.anchor(pred.s_a, frame, last.s_a if last else None, named,
                                                 torch.Generator().manual_seed(seed),
-                                                named_characters(last.instruction, self.characters) if last else None,
-                                                shown)
+                                                named_characters(last.instruction, self.characters) if last else None)
             if not game.decoder.draws_layers and (anchors is not None or any(c in game.custom for c in named)):
                 composed = game.composed_anchor(pred.s_a, named, anchor)  # no stored shot shows them there
                 drawn, anchor = composed or (drawn, anchor)
             own = anchor is not None and anchor.source == "composed"
             remembered = drawn if own or (anchors and anchors.config.history == "drawn") else pred.s_a
-            source = anchor.frame if anchor else None
             level = pred.motion_level if pred.decoder_level is None else pred.decoder_level
             layers = None
             if game.decoder.draws_layers:  # every pixel of a character after frame 0 is the sprite animator's
@@ -272,8 +268,7 @@ class GameSession:
                 layers = scene.to_bytes()
                 remembered = drawn  # the shot's s_a: its visual part that of the frame it starts from
             else:
-                frames = game.decoder(drawn, motion_level=level, generator=torch.Generator().manual_seed(seed),
-                                      source=source)
+                frames = game.decoder(drawn, motion_level=level, generator=torch.Generator().manual_seed(seed))
             t2 = time.perf_counter()
         progress("saving", 0.9)
 

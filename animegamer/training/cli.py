@@ -19,7 +19,6 @@ PHASES: dict[str, tuple[str, str]] = {
     "adapt": ("animegamer.training.phase_c", "phase c: adapt the decoder to the engine's predictions"),
     "sprites": ("animegamer.training.phase_sprites",
                 "the sprite animator: a character doing the verb, drawn on a canvas that follows its feet"),
-    "motion": ("animegamer.training.phase_motion", "the motion network: a shot's flows from its first picture"),
     "vae": ("animegamer.training.fit_autoencoder", "the shot autoencoder (the decoder's latent space)"),
     "clip": ("animegamer.training.fit_vision_tower", "a CLIP-style vision tower (the evaluator's)"),
     "action": ("animegamer.training.fit_action_classifier", "the evaluator's video action classifier"),

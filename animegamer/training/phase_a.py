@@ -43,10 +43,10 @@ from torch import nn
 from animegamer.core.checkpoint import load_safetensors, save_json_atomic
 from animegamer.core.runs import resolve_component, resolve_decoder
 from animegamer.core.video_io import save_gif, save_mp4
-from animegamer.decoder.diffusion import Denoiser, DiffusionConfig, collate_decoder
+from animegamer.decoder.diffusion import Denoiser, DiffusionConfig, collate_decoder, level_fractions
 from animegamer.decoder.network import DecoderNet, decoder_preset, pretrained_transformer_fields
 from animegamer.decoder.pipeline import ShotDecoder
-from animegamer.decoder.sampler import SamplerConfig, parse_level_fractions
+from animegamer.decoder.sampler import SamplerConfig
 from animegamer.decoder.speed import bench_decode
 from animegamer.models.autoencoder import CONFIG_NAME as AE_CONFIG
 from animegamer.models.autoencoder import ShotAutoencoder
@@ -84,13 +84,11 @@ PRESETS: dict[str, DecoderPreset] = {
     # No warm-up stage from scratch: with adaLN-zero init the frozen transformer outputs 0, so the
     # condition path gets no gradient at all. The paper's warm-up is for a PRETRAINED transformer.
     # f_v is the autoencoder latent of the first frame: the vision tower we can train here does not name
-    # the characters well enough (representation/reference_encoder.py). The sampler's guidance is the
-    # game's (CFG 2 on the picture, 1 on the frame-to-frame motion); its per-level noise prior and
-    # motion scale are calibrated per model after training (`animegamer calibrate-levels`).
+    # the characters well enough (representation/reference_encoder.py).
     "default": DecoderPreset(
         decoder="default", n_text=16, visual_reference="latent", reference_patch=4, reference_channels=16,
         shared_noise_by_level=(0.995, 0.99, 0.95, 0.8, 0.3), warmup_stage_steps=0, warmup_stage_lr=1e-3,
-        sampler=SamplerConfig(steps=6, guidance=2.0, motion_guidance=1.0, autocast=True),
+        sampler=SamplerConfig(steps=6, guidance=2.0, autocast=True),
         # EMA 0.995 so a short run is not dominated by its initial weights
         train=TrainConfig(steps=2000, batch_size=8, lr=5e-4, weight_decay=0.0, warmup_steps=100, ema_decay=0.995,
                           mixed_precision="bf16", log_every=20, save_every=250, grad_clip=1.0)),
@@ -268,7 +266,8 @@ def _shared_noise_by_level(args: argparse.Namespace, preset: DecoderPreset) -> l
     if args.shared_noise_by_level == "off":
         return None
     try:  # DiffusionConfig's own check, before minutes of encoding rather than after
-        by_level = parse_level_fractions(args.shared_noise_by_level, "--shared-noise-by-level")
+        by_level = level_fractions([float(x) for x in args.shared_noise_by_level.split(",")],
+                                   "--shared-noise-by-level")
     except ValueError as e:
         raise SystemExit(f"train decoder: {e}") from None
     if args.no_motion_level:

@@ -113,8 +113,6 @@ def play_row(game: Game, window: int, kv_reuse: bool, turns: int, seed: int = 0)
     with contextlib.ExitStack() as stack:
         stack.enter_context(wrapped(decoder, "sample_latents", _timed(sampling)))
         stack.enter_context(wrapped(decoder, "decode_latents", _timed(decoding)))
-        if decoder.motion is not None:  # flow motion: the motion network samples instead (and nothing decodes)
-            stack.enter_context(wrapped(decoder.motion, "sample_flows", _timed(sampling)))
         if decoder.animator is not None:  # in layers the sprite animator draws instead (and nothing decodes)
             stack.enter_context(wrapped(decoder.animator, "draw", _timed(sampling)))
         if not kv_reuse:
