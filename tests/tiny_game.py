@@ -15,7 +15,7 @@ from animegamer.decoder.sampler import SamplerConfig
 from animegamer.decoder.stage import Stage
 from animegamer.engine.model import GameEngine, engine_config
 from animegamer.game import pack
-from animegamer.game.pack import world_stage
+from animegamer.decoder.stage import world_stage
 from animegamer.models.autoencoder import ShotAutoencoder, autoencoder_config
 from animegamer.world import character_art, character_fit, character_gen, place_art, shot, stage_art
 

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from animegamer.core.checkpoint import atomic_dir, load_json, load_safetensors, save_json_atomic, save_safetensors_atomic
+from animegamer.world.stage_art import STANDING_FRACTION, WIDE_VIEWS, cast_sprites, place_layers, place_pictures
 
 FORMAT = "animegamer-stage"
 FORMAT_VERSION = 1
@@ -241,3 +242,16 @@ class Stage:
                 _check_layers(view, f"{directory}: the {p['place']} at {p['time']}")
             places[(p["place"], p["time"])] = view
         return cls(places, sprites, float(meta["standing"]))
+
+
+def world_stage(size: tuple[int, int]) -> Stage:
+    """The stage the world draws (world/stage_art.py) at a decoder's frame size (height, width): every place
+    at every time of day with no one in it (one view, and WIDE_VIEWS wide for a camera that follows a character
+    in layers, as its parallax layers), and the cast's cut-outs."""
+    h, w = size
+    views = {}
+    for p in place_pictures(h, w):
+        wide = place_layers(p.place, p.time, h, w, views=WIDE_VIEWS)
+        views[(p.place, p.time)] = PlaceView(p.background, p.foreground, p.ground, p.light, wide.layers, wide.lights,
+                                             wide.foreground)
+    return Stage(views, {n: Sprite(rgba, height) for n, (rgba, height) in cast_sprites().items()}, STANDING_FRACTION)

@@ -26,12 +26,11 @@ from animegamer.core.runs import ENGINE_WEIGHTS, resolve_decoder, resolve_engine
 from animegamer.decoder.anchors import AnchorConfig, VisualAnchors
 from animegamer.decoder.pipeline import STAGE_DIR, ShotDecoder
 from animegamer.decoder.sprite_animator import SpriteAnimator
-from animegamer.decoder.stage import PlaceView, Sprite, Stage
+from animegamer.decoder.stage import Stage, world_stage
 from animegamer.engine.model import load_engine, save_engine
 from animegamer.models.autoencoder import ShotAutoencoder
 from animegamer.models.text_encoder import TextEncoder, TextEncoderConfig
 from animegamer.world.cast import load_cast
-from animegamer.world.stage_art import STANDING_FRACTION, WIDE_VIEWS, cast_sprites, place_layers, place_pictures
 
 
 def _metrics(run_dir: Path) -> dict[str, Any]:
@@ -131,19 +130,6 @@ def pack_model(engine: str | Path, decoder: str | Path, out: str | Path, fp16: b
                           **({"sampler_override": sampler} if sampler else {}), **(provenance or {})},
                          tmp / "model.json")
     return Path(out)
-
-
-def world_stage(size: tuple[int, int]) -> Stage:
-    """The stage the world draws (world/stage_art.py) at a decoder's frame size (height, width): every place
-    at every time of day with no one in it (one view, and WIDE_VIEWS wide for a camera that follows a character
-    in layers, as its parallax layers), and the cast's cut-outs."""
-    h, w = size
-    views = {}
-    for p in place_pictures(h, w):
-        wide = place_layers(p.place, p.time, h, w, views=WIDE_VIEWS)
-        views[(p.place, p.time)] = PlaceView(p.background, p.foreground, p.ground, p.light, wide.layers, wide.lights,
-                                             wide.foreground)
-    return Stage(views, {n: Sprite(rgba, height) for n, (rgba, height) in cast_sprites().items()}, STANDING_FRACTION)
 
 
 def stage_summary(stage: Stage) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from animegamer.core.runs import resolve_decoder
 from animegamer.core.checkpoint import load_safetensors, run_dir
 from animegamer.decoder.layered import tracks_as_played
 from animegamer.decoder.pipeline import STAGE_DIR
-from animegamer.decoder.stage import Stage
+from animegamer.decoder.stage import Stage, world_stage
 from animegamer.decoder.sprite_animator import (
     WEIGHTS_NAME,
     SpriteAnimator,
@@ -47,7 +47,7 @@ from animegamer.training.action_parts import (
 )
 from animegamer.training.loop import TrainConfig, train
 from animegamer.world.flow import MotionQuantizer, flow_magnitude
-from animegamer.world.sprite_tracks import SpriteTrack, row_tracks, session_lengths, shot_phase
+from animegamer.world.sprite_tracks import FRAME_H, SpriteTrack, row_tracks, session_lengths, shot_phase
 
 PRESETS: dict[str, TrainConfig] = {
     "tiny": TrainConfig(steps=4, batch_size=2, lr=1e-3, warmup_steps=1, log_every=2, save_every=2, ema_decay=0.0),
@@ -217,14 +217,13 @@ def run(args: argparse.Namespace) -> int:
         load_into(module, init_state(args.init))
     print(f"[sprites] {len(sprites.role)} character tracks of {len(shots.rows)} train shots "
           f"({sprites.skipped} not re-planned), {sum(p.numel() for p in module.parameters()) / 1e6:.2f} M parameters")
-    levels = shots.levels
-    if (decoder_dir / STAGE_DIR).is_dir():
-        levels = played_levels(shots.rows, sprites, Stage.from_pretrained(decoder_dir / STAGE_DIR), cfg.progress)
-        moved = (levels != shots.levels).float()
-        print(f"[sprites] levels as play shows them: {moved.mean():.3f} of shots read another level than the "
-              f"world's (mean {float((levels - shots.levels).float().mean()):+.3f})")
-    else:
-        print(f"[sprites] {decoder_dir} has no stage: the world's levels as labelled")
+    # the stage play will show these characters on: the decoder's own, else the one `model pack` draws
+    stage = (Stage.from_pretrained(decoder_dir / STAGE_DIR) if (decoder_dir / STAGE_DIR).is_dir()
+             else world_stage((FRAME_H, FRAME_H * 3 // 2)))  # the tracks are drawn for 96-pixel frames
+    levels = played_levels(shots.rows, sprites, stage, cfg.progress)
+    moved = (levels != shots.levels).float()
+    print(f"[sprites] levels as play shows them: {moved.mean():.3f} of shots read another level than the "
+          f"world's (mean {float((levels - shots.levels).float().mean()):+.3f})")
     data = SpriteShots(sprites, s_a, levels, cfg.seed)
     print(f"[sprites] {len(data.looks)} character looks, {len(sprites.role) / len(data.looks):.1f} tracks each: a "
           f"scene that goes on is trained from another track of the same look")
