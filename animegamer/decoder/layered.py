@@ -277,13 +277,10 @@ def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, actin
         after.append(ActorLayer(actor.name, np.clip((drawn[-1] * 255).round(), 0, 255).astype(np.uint8),
                                 float(xs[-1]), actor.facing, "" if verb is None else verb))
     if start == 0 and not pair and len(acts) > 1:  # each drawn afresh, frame 0 too: nothing shown moves
-        moved = apart([feet[i][:, 0] for i, a in enumerate(scene.actors) if a.name in acts],
-                      [sprites[i] for i, a in enumerate(scene.actors) if a.name in acts], lo, hi)
-        k = iter(moved)
-        for i, a in enumerate(scene.actors):
-            if a.name in acts:
-                feet[i][:, 0] = next(k)
-                after[i] = replace(after[i], x=float(feet[i][-1, 0]))
+        who = [i for i, a in enumerate(scene.actors) if a.name in acts]
+        for i, x in zip(who, apart([feet[i][:, 0] for i in who], [sprites[i] for i in who], lo, hi)):
+            feet[i][:, 0] = x
+            after[i] = replace(after[i], x=float(x[-1]))
     camera = np.full(t, scene.camera)
     if acting:
         lead = feet[[a.name for a in scene.actors].index(acting[0])][:, 0]
@@ -314,7 +311,8 @@ def apart(xs: list[np.ndarray], sprites: list[np.ndarray], lo: float, hi: float)
     start = [float(xs[i][0]) for i in order]
     for j in range(1, len(order)):  # each at least its reach right of the one before
         start[j] = max(start[j], start[j - 1] + reach[order[j - 1]][1] - reach[order[j]][0] + MARGIN_PX)
-    start = [s + np.mean([xs[i][0] for i in order]) - np.mean(start) for s in start]
+    shift = float(np.mean([x[0] for x in xs]) - np.mean(start))  # the group keeps its middle
+    start = [s + shift for s in start]
     low, high = start[0] + reach[order[0]][0], start[-1] + reach[order[-1]][1]
     inside = float(np.clip(0.0, lo - low, max(lo - low, hi - high)))  # keep the group in the place
     out = list(xs)

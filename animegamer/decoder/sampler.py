@@ -25,7 +25,8 @@ RETIRED_FIELDS = ("motion_guidance", "shared_noise_by_level", "motion_scale_by_l
 
 @dataclass
 class SamplerConfig:
-    """How the picture decoder samples a shot; the defaults are the shipped decoder's."""
+    """How the picture decoder samples a shot; the defaults are the shipped decoder's, but ``autocast``, which
+    ``Game.load`` sets per processor (bf16 only where the hardware has it)."""
 
     steps: int = 6
     guidance: float = 2.0

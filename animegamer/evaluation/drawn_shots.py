@@ -141,7 +141,7 @@ def evaluate(animator: SpriteAnimator, decoder_dir: Path, data: str | Path, n: i
     rows = graded_rows(world, n)
     per: dict[str, list[dict[str, float]]] = {k: [] for k in SYSTEMS}
     kept = []
-    h, w = stage.size
+    h = stage.size[0]
     for i, row in enumerate(tqdm(rows, desc="shots", disable=not progress, dynamic_ncols=True)):
         others = [r for r in rows[i + 1:] + rows[:i] if r["motion"] != row["motion"]][:4]  # earlier turns' verbs
         true = world.frames(row)
