@@ -11,6 +11,7 @@ from tiny_game import tiny_models
 
 from animegamer.decoder.anchors import (
     AnchorConfig,
+    Shown,
     VisualAnchors,
     decode_frame,
     dequantize_tokens,
@@ -63,13 +64,13 @@ def test_relative_distance():
 
 def test_choose_first_turn_retrieves_the_named_characters(decoder):
     s_a = torch.randn(decoder.config.n_tokens, decoder.config.d_cond)
-    drawn, a = decoder.anchor(s_a, None, None, ["Mika"], torch.Generator().manual_seed(0))
+    drawn, a = decoder.anchor(s_a, ["Mika"], None, torch.Generator().manual_seed(0))
     assert a.source == "retrieved" and a.entry == 2 and a.distance is None
     assert torch.equal(drawn[: decoder.config.n_text], s_a[: decoder.config.n_text])  # the motion tokens stay
     with torch.no_grad():
         want = decoder.net.action_encoder.visual(decoder.anchors.f_v[2:3])[0]
     assert torch.allclose(drawn[decoder.config.n_text:], want)
-    _, b = decoder.anchor(s_a, None, None, ["Qiqi"], torch.Generator().manual_seed(5))
+    _, b = decoder.anchor(s_a, ["Qiqi"], None, torch.Generator().manual_seed(5))
     assert b.entry in (0, 1)  # top_k draws among the right characters only
 
 
@@ -83,14 +84,14 @@ def test_choose_continues_the_last_frame_within_the_gate(decoder):
         seen = decoder.net.action_encoder.visual(ref.patch_tokens(x))[0]
     s_a = torch.zeros(decoder.config.n_tokens, decoder.config.d_cond)
     s_a[n_text:] = seen  # the engine predicts what was seen: distance 0
-    drawn, a = decoder.anchor(s_a, frame, None, ["Qiqi"])
+    drawn, a = decoder.anchor(s_a, ["Qiqi"], Shown(frame))
     assert a.source == "continued" and a.distance == pytest.approx(0.0, abs=1e-6)
     assert torch.allclose(drawn[n_text:], seen, atol=1e-6)
     s_a[n_text:] = -3 * seen  # far from what was seen: a new scene, retrieved
-    _, a = decoder.anchor(s_a, frame, None, ["Qiqi"])
+    _, a = decoder.anchor(s_a, ["Qiqi"], Shown(frame))
     assert a.source == "retrieved" and a.distance > decoder.anchors.config.gate
     decoder.anchors.config = AnchorConfig(continue_from="frame", retrieval=False)
-    drawn, a = decoder.anchor(s_a, frame, None, ["Qiqi"])
+    drawn, a = decoder.anchor(s_a, ["Qiqi"], Shown(frame))
     assert a.source == "engine" and torch.equal(drawn, s_a)
 
 
@@ -99,9 +100,9 @@ def test_choose_continues_the_previous_anchor(decoder):
     decoder.anchors.config = AnchorConfig(continue_from="anchor")
     previous = torch.randn(decoder.config.n_tokens, decoder.config.d_cond)
     s_a = previous.clone() * 1.01  # the engine predicts nearly what was drawn before
-    drawn, a = decoder.anchor(s_a, None, previous, ["Qiqi"])
+    drawn, a = decoder.anchor(s_a, ["Qiqi"], Shown(s_a=previous))
     assert a.source == "continued" and torch.equal(drawn[n_text:], previous[n_text:])
-    _, a = decoder.anchor(-s_a, None, previous, ["Qiqi"])  # another scene
+    _, a = decoder.anchor(-s_a, ["Qiqi"], Shown(s_a=previous))  # another scene
     assert a.source == "retrieved"
 
 
@@ -142,19 +143,20 @@ def test_a_persisting_scene_with_other_characters_is_retrieved_in_that_scene(dec
     previous[n_text:] = tokens[3]  # Mika on the beach at night was shown
     s_a = previous.clone()
     s_a[n_text:] = tokens[0]  # the engine's prediction looks like town by day, within the (huge) gate
-    _, a = decoder.anchor(s_a, None, previous, ["Mika"], previous_characters=["Mika"])
+    _, a = decoder.anchor(s_a, ["Mika"], Shown(s_a=previous, characters=["Mika"]))
     assert a.source == "continued"
-    _, a = decoder.anchor(s_a, None, previous, ["Mika"])  # who was shown not known: continue as before
+    _, a = decoder.anchor(s_a, ["Mika"], Shown(s_a=previous))  # who was shown not known: continue as before
     assert a.source == "continued"
     for seed in range(4):  # Qiqi now: retrieved where the scene persists (the beach), not where the prediction points
-        _, a = decoder.anchor(s_a, None, previous, ["Qiqi"], torch.Generator().manual_seed(seed), ["Mika"])
+        _, a = decoder.anchor(s_a, ["Qiqi"], Shown(s_a=previous, characters=["Mika"]),
+                              torch.Generator().manual_seed(seed))
         assert a.source == "retrieved" and a.entry in (2, 4)
     decoder.anchors.config = AnchorConfig(gate=1e6, same_characters=False)
-    _, a = decoder.anchor(s_a, None, previous, ["Qiqi"], previous_characters=["Mika"])
+    _, a = decoder.anchor(s_a, ["Qiqi"], Shown(s_a=previous, characters=["Mika"]))
     assert a.source == "continued"
     s_a[n_text:] = tokens[2:].mean(0)  # a first turn whose prediction is the mean of the beach's entries
     for seed in range(4):
-        _, a = decoder.anchor(s_a, None, None, ["Qiqi"], torch.Generator().manual_seed(seed))
+        _, a = decoder.anchor(s_a, ["Qiqi"], None, torch.Generator().manual_seed(seed))
         assert a.source == "retrieved" and a.entry in (2, 4)
 
 
@@ -246,13 +248,13 @@ def test_retrieval_prefers_a_shot_of_the_verb(decoder):
     s_a = torch.randn(decoder.config.n_tokens, decoder.config.d_cond, generator=torch.Generator().manual_seed(1))
     s_a[:n_text] = motion_tokens(decoder, 2)  # "sit"
     for seed in range(6):
-        drawn, a = decoder.anchor(s_a, None, None, ["Qiqi"], torch.Generator().manual_seed(seed))
+        drawn, a = decoder.anchor(s_a, ["Qiqi"], None, torch.Generator().manual_seed(seed))
         assert a.source == "retrieved" and a.verb == "sit" and a.entry in (1, 2)
         assert torch.equal(drawn[:n_text], s_a[:n_text])  # the motion tokens themselves stay the engine's
-    _, a = decoder.anchor(s_a, None, None, ["Mika"], torch.Generator().manual_seed(0))
+    _, a = decoder.anchor(s_a, ["Mika"], None, torch.Generator().manual_seed(0))
     assert a.entry == 3  # no shot of Mika sitting: the characters come first
     decoder.anchors.config = AnchorConfig(scene_classes=False, by_action=False)
-    picks = {decoder.anchor(s_a, None, None, ["Qiqi"], torch.Generator().manual_seed(seed))[1].entry for seed in range(6)}
+    picks = {decoder.anchor(s_a, ["Qiqi"], None, torch.Generator().manual_seed(seed))[1].entry for seed in range(6)}
     assert picks == set(decoder.anchors._draw(s_a[n_text:], [0, 1, 2], decoder.net.action_encoder,
                                               torch.Generator().manual_seed(seed)) for seed in range(6))
 
@@ -265,23 +267,23 @@ def test_a_persisting_scene_of_another_verb_is_reposed_in_that_scene(decoder):
     previous[n_text:] = tokens[0]  # Qiqi running in town was shown
     s_a = previous.clone()
     s_a[:n_text] = motion_tokens(decoder, 2)  # now she sits
-    drawn, a = decoder.anchor(s_a, None, previous, ["Qiqi"], previous_characters=["Qiqi"])
+    drawn, a = decoder.anchor(s_a, ["Qiqi"], Shown(s_a=previous, characters=["Qiqi"]))
     assert a.source == "reposed" and a.entry == 1 and a.verb == "sit"  # town, not the beach's sitting shot
     assert torch.allclose(drawn[n_text:], tokens[1])
     decoder.anchors.config = AnchorConfig(gate=1e6, scene_classes=False, repose=False)
-    _, a = decoder.anchor(s_a, None, previous, ["Qiqi"], previous_characters=["Qiqi"])
+    _, a = decoder.anchor(s_a, ["Qiqi"], Shown(s_a=previous, characters=["Qiqi"]))
     assert a.source == "continued" and a.verb == "sit"  # without reposing: only retrieval chooses by action
     decoder.anchors.config = AnchorConfig(gate=1e6, scene_classes=False, repose=True)
     s_a[:n_text] = motion_tokens(decoder, 1)  # she runs on: the scene continues
-    _, a = decoder.anchor(s_a, None, previous, ["Qiqi"], previous_characters=["Qiqi"])
+    _, a = decoder.anchor(s_a, ["Qiqi"], Shown(s_a=previous, characters=["Qiqi"]))
     assert a.source == "continued" and a.verb == "run"
     previous[n_text:] = tokens[3]  # Mika running in town; the bank has no shot of her sitting there
     s_a[:n_text] = motion_tokens(decoder, 2)
-    _, a = decoder.anchor(s_a, None, previous, ["Mika"], previous_characters=["Mika"])
+    _, a = decoder.anchor(s_a, ["Mika"], Shown(s_a=previous, characters=["Mika"]))
     assert a.source == "continued"
     previous[n_text:] = -tokens[0]  # not a bank entry (a player's character): continued, never reposed
     s_a[n_text:] = -tokens[0]
-    _, a = decoder.anchor(s_a, None, previous, ["Qiqi"], previous_characters=["Qiqi"])
+    _, a = decoder.anchor(s_a, ["Qiqi"], Shown(s_a=previous, characters=["Qiqi"]))
     assert a.source == "continued"
 
 

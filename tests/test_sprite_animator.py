@@ -702,3 +702,28 @@ def test_a_pair_starts_at_its_verbs_gap_and_play_shows_the_true_tracks_at_their_
     held = tracks_as_played(stage, "meadow", "day", [still], [np.zeros((17, 2), np.float32)], "sit")
     assert MotionQuantizer.load().level(flow_magnitude(held)) == 1
     assert not np.array_equal(shown[0], shown[-1])  # the hug moves
+
+
+def test_a_still_character_whose_drawn_feet_wobble_below_a_pixel_holds_still(monkeypatch):
+    # the animator draws each frame apart: a still sleeper's feet come out ~0.1-0.4 px off from frame to frame.
+    # The shot is pasted at whole pixels from where the character stands, so that wobble is no move, wherever on
+    # the place's pixel grid the character stands (rounded against the grid, it was a one-pixel jump each time it
+    # crossed a half pixel)
+    stage = _stage()
+    animator = _animator()
+    t = animator.config.frames
+    wobble = torch.tensor([[0.0, 0.0], [0.4, -0.3], [-0.3, 0.4], [0.45, 0.2], [-0.4, -0.45]])[:t]
+
+    def still_draw(sprite, reference, s_a, level, role, start=1, **_):
+        n = t - start
+        return sprite[:, None].expand(-1, n, -1, -1, -1).clone(), wobble[start:][None].clone()
+
+    monkeypatch.setattr(animator, "draw", still_draw)
+    refs = {n: cutout_canvas(stage.sprites[n], stage.standing * 40) for n in ("Qiqi", "Ren")}
+    s_a = torch.zeros(3, animator.config.cond_dim)
+    for x in (29.5, 30.0, 30.49, 30.5):  # on and off the grid, near a half pixel
+        scene = start_scene(stage, "meadow", "day", ["Qiqi"], stage.sprites, pair=False)
+        scene = replace(scene, actors=[replace(scene.actors[0], x=x, verb="sleep")])
+        frames, after = draw_turn(animator, stage, scene, ["Qiqi"], s_a, 1, refs, verb="sleep")
+        assert all(np.array_equal(f, frames[0]) for f in frames[1:]), x
+        assert after.actors[0].x == pytest.approx(x, abs=1e-4)

@@ -206,6 +206,16 @@ class Anchor:
     scene: tuple[str, str] | None = None  # the (place, time) retrieval named (``scene_classes``), else None
 
 
+@dataclass(frozen=True)
+class Shown:
+    """What the player saw last turn, which the next turn may go on from (None on a session's first turn; a field
+    None where it is not known)."""
+
+    frame: np.ndarray | None = None  # uint8 (H, W, 3): the turn's last frame as shown
+    s_a: torch.Tensor | None = None  # (N, D): the s_a it was drawn from
+    characters: list[str] | None = None  # who it was drawn for
+
+
 class VisualAnchors(nn.Module):
     """A bank of true first frames (their f_v) with who is in them, and the rule that picks the anchor."""
 
@@ -429,22 +439,21 @@ class VisualAnchors(nn.Module):
         return self._draw(seen, same, encoder, generator) if same else None
 
     @torch.no_grad()
-    def choose(self, predicted: torch.Tensor, encoder: ActionEncoder, reference: LatentReference | None,
-               previous_frame: np.ndarray | None, previous_tokens: torch.Tensor | None,
-               characters: list[str], generator: torch.Generator | None = None,
-               previous_characters: list[str] | None = None,
-               predicted_text: torch.Tensor | None = None) -> Anchor:
-        """predicted: the engine's visual tokens (n_visual, D); previous_frame: uint8 (H, W, 3), the
-        last frame the player saw; previous_tokens: the visual tokens the previous turn was drawn from
-        (both None on a session's first turn; the one ``continue_from`` names is used). ``reference``
-        encodes ``previous_frame`` (needed only with one). ``previous_characters``: the characters the
-        previous turn was drawn for (``same_characters``; None: not known, any may continue).
-        ``predicted_text``: the engine's motion tokens (n_text, D), which
-        ``by_action`` reads as a verb (None: not chosen for the action)."""
+    def choose(self, s_a: torch.Tensor, n_text: int, encoder: ActionEncoder, reference: LatentReference | None,
+               characters: list[str], shown: Shown | None = None,
+               generator: torch.Generator | None = None) -> Anchor:
+        """s_a: the engine's (N, D), its first ``n_text`` tokens the motion text's (which ``by_action`` reads as
+        a verb), the rest visual; ``shown``: the last turn (None on a session's first; ``continue_from`` names
+        which of its frame and its s_a's visual tokens is used). ``reference`` encodes ``shown.frame`` (needed only
+        with one). ``shown.characters`` (``same_characters``; None: not known, any may continue)."""
+        shown = shown or Shown()
+        predicted, predicted_text = s_a[n_text:], s_a[:n_text]
+        previous_frame, previous_characters = shown.frame, shown.characters
+        previous_tokens = shown.s_a[n_text:] if shown.s_a is not None else None
         cfg = self.config
         dev = next(encoder.parameters()).device  # the bank is encoded there; the engine's tokens come from the CPU
         predicted = predicted.float().to(dev)
-        verb = self.verb(predicted_text, encoder) if cfg.by_action and predicted_text is not None else None
+        verb = self.verb(predicted_text, encoder) if cfg.by_action else None
         distance = None
         seen = None
         if cfg.continue_from == "frame" and previous_frame is not None:

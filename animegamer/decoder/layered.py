@@ -356,6 +356,10 @@ def _animate(animator: SpriteAnimator, actor: ActorLayer, role: int, s_a: torch.
     frames = frames.permute(0, 2, 3, 1).cpu().numpy()  # (T, H, W, 4)
     offsets = offsets[0].cpu().numpy()
     offsets = np.concatenate([np.zeros((1, 2), np.float32), offsets]) if start else offsets - offsets[:1]
+    # whole pixels from where it stood: the shot is pasted at whole pixels, and the animator's ~0.1 px wobble of
+    # a still character's feet, rounded against the place's grid instead, became a one-pixel jump whenever it stood
+    # near a half pixel, which the level's flow reads as motion (a sleeper read two levels, docs/layers.md)
+    offsets = np.round(offsets)
     if mirror:
         frames = frames[:, :, ::-1]
         offsets[:, 0] = -offsets[:, 0]

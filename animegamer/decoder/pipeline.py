@@ -40,7 +40,7 @@ from animegamer.core.checkpoint import (
     state_dict_to_dtype,
 )
 from animegamer.core.runs import DECODER_CONFIG, DECODER_WEIGHTS
-from animegamer.decoder.anchors import Anchor, VisualAnchors, frame_tokens
+from animegamer.decoder.anchors import Anchor, Shown, VisualAnchors, frame_tokens
 from animegamer.decoder.diffusion import DiffusionConfig
 from animegamer.decoder.network import DecoderConfig, DecoderNet
 from animegamer.decoder.sampler import SamplerConfig, sample
@@ -171,21 +171,17 @@ class ShotDecoder(nn.Module):
         return LatentReference(ae, patch)
 
     @torch.no_grad()
-    def anchor(self, s_a: torch.Tensor, previous_frame: np.ndarray | None, previous_s_a: torch.Tensor | None,
-               characters: list[str], generator: torch.Generator | None = None,
-               previous_characters: list[str] | None = None) -> tuple[torch.Tensor, Anchor | None]:
+    def anchor(self, s_a: torch.Tensor, characters: list[str], shown: Shown | None = None,
+               generator: torch.Generator | None = None) -> tuple[torch.Tensor, Anchor | None]:
         """The s_a to draw (N, D): the engine's ``s_a`` with its visual tokens replaced by the anchor
-        (decoder/anchors.py), and the anchor; without anchors, ``s_a`` itself and None. ``previous_frame``
-        (uint8 H x W x 3) and ``previous_s_a`` (N, D): the last frame shown and the s_a it was drawn from
-        (None on a first turn); ``previous_characters``: who that shot was drawn for."""
+        (decoder/anchors.py), and the anchor; without anchors, ``s_a`` itself and None. ``shown``: what the player
+        saw last turn (None on a first turn)."""
         if self.anchors is None:
             return s_a, None
         c = self.config
-        reference = self.latent_reference() if previous_frame is not None else None  # "frame" continuation only
-        previous_tokens = previous_s_a[c.n_text:] if previous_s_a is not None else None
-        a = self.anchors.choose(s_a[c.n_text:], self.net.action_encoder, reference, previous_frame,
-                                previous_tokens, characters, generator, previous_characters,
-                                predicted_text=s_a[:c.n_text])
+        # "frame" continuation only
+        reference = self.latent_reference() if shown is not None and shown.frame is not None else None
+        a = self.anchors.choose(s_a, c.n_text, self.net.action_encoder, reference, characters, shown, generator)
         drawn = s_a.clone().float()
         drawn[c.n_text:] = a.tokens.to(drawn)
         return drawn, a

@@ -45,7 +45,7 @@ import torch
 
 from animegamer.core.devices import check_precision, cpu_kind, default_precision, resolve_device
 from animegamer.core.video_io import save_mp4
-from animegamer.decoder.anchors import Anchor, named_characters
+from animegamer.decoder.anchors import Anchor, Shown, named_characters
 from animegamer.decoder.layered import (
     LayeredScene,
     acts_as_pair,
@@ -249,9 +249,8 @@ class GameSession:
             frame = (frames_of(last.video_path)[-1] if last and anchors and anchors.config.continue_from == "frame"
                      else None)
             named = named_characters(text, self.characters)
-            drawn, anchor = game.decoder.anchor(pred.s_a, frame, last.s_a if last else None, named,
-                                                torch.Generator().manual_seed(seed),
-                                                named_characters(last.instruction, self.characters) if last else None)
+            shown = Shown(frame, last.s_a, named_characters(last.instruction, self.characters)) if last else None
+            drawn, anchor = game.decoder.anchor(pred.s_a, named, shown, torch.Generator().manual_seed(seed))
             if not game.decoder.draws_layers and (anchors is not None or any(c in game.custom for c in named)):
                 composed = game.composed_anchor(pred.s_a, named, anchor)  # no stored shot shows them there
                 drawn, anchor = composed or (drawn, anchor)
