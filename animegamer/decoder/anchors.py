@@ -448,7 +448,6 @@ class VisualAnchors(nn.Module):
         with one). ``shown.characters`` (``same_characters``; None: not known, any may continue)."""
         shown = shown or Shown()
         predicted, predicted_text = s_a[n_text:], s_a[:n_text]
-        previous_frame, previous_characters = shown.frame, shown.characters
         previous_tokens = shown.s_a[n_text:] if shown.s_a is not None else None
         cfg = self.config
         dev = next(encoder.parameters()).device  # the bank is encoded there; the engine's tokens come from the CPU
@@ -456,21 +455,21 @@ class VisualAnchors(nn.Module):
         verb = self.verb(predicted_text, encoder) if cfg.by_action else None
         distance = None
         seen = None
-        if cfg.continue_from == "frame" and previous_frame is not None:
-            seen = frame_tokens(previous_frame, reference, encoder.visual).float()  # (n_visual, D)
+        if cfg.continue_from == "frame" and shown.frame is not None:
+            seen = frame_tokens(shown.frame, reference, encoder.visual).float()  # (n_visual, D)
         elif cfg.continue_from == "anchor" and previous_tokens is not None:
             seen = previous_tokens.float().to(dev)
         persists = False
         if seen is not None:
             distance = float(relative_distance(predicted.mean(0), seen.mean(0)))
             persists = cfg.continuation and distance < cfg.gate
-            recast = (cfg.same_characters and previous_characters is not None
-                      and sorted(previous_characters) != sorted(characters))
+            recast = (cfg.same_characters and shown.characters is not None
+                      and sorted(shown.characters) != sorted(characters))
             if persists and not recast:
                 pick = self._reposed(seen, verb, encoder, generator) if verb is not None and cfg.repose else None
                 if pick is not None:
                     return Anchor(self.tokens(pick, encoder.visual), "reposed", distance, pick, self.frame(pick), verb)
-                frame = previous_frame if cfg.continue_from == "frame" else None
+                frame = shown.frame if cfg.continue_from == "frame" else None
                 return Anchor(seen, "continued", distance, frame=frame, verb=verb)
         if not cfg.retrieval:
             return Anchor(predicted, "engine", distance, verb=verb)
