@@ -7,8 +7,8 @@
 # (the shipped default decoder of the default recipe (`bin/animegamer recipe default`): runs/decoder_pre + runs/decoder),
 # then graded on the TRUE s_a of the same held-out shots:
 #
-#   w/o motion level (w/o f_ms): --no-motion-level, same cached features as the full decoder
-#   w/ random frame:             --random-frame, f_v from a random frame of each shot (own cache)
+#   w/o motion level (w/o f_ms): configs/no_motion_level.yaml, same cached features as the full decoder
+#   w/ random frame:             configs/random_frame.yaml, f_v from a random frame of each shot (own cache)
 #
 #   It needs RUNS_DIR/{vae,decoder_pre,decoder} and RUNS_DIR/data/big from those two recipes.
 #
@@ -24,12 +24,13 @@ OUT="$RUNS/ablations"
 mkdir -p "$OUT"
 source "$ROOT/experiments/common.sh"
 require "bin/animegamer recipe default --out RUNS, then experiments/recipes/tokens_only_decoder.yaml" "$RUNS/vae/final" "$RUNS/decoder_pre/cache" "$RUNS/decoder/joint/final" "$DATA/meta.json"
-DEC=("$AG" train decoder --preset default --reference-channels 0 --shared-noise-by-level off --visual-reference latent --data "$DATA" --vae "$RUNS/vae" --limit 2048)
+DEC=("$AG" train decoder --preset default --config "$ROOT/experiments/configs/tokens_only.yaml" --data "$DATA" --vae "$RUNS/vae" --limit 2048)
 
-# one ablation: NAME, then its extra flags
+# one ablation: NAME (its override file experiments/configs/NAME.yaml), then its extra flags
 ablation() {
     local name="$1"; shift
     local dir="$OUT/$name"
+    set -- --config "$ROOT/experiments/configs/$name.yaml" "$@"
     [[ -d "$dir/pre/joint/final" ]] || "${DEC[@]}" "$@" --out "$dir/pre" --steps 300 --ema-decay 0 \
         --schedule constant --warmup-steps 30 --samples 0 --threads 1 $(resume "$dir/pre/joint")
     [[ -d "$dir/decoder/joint/final" ]] || "${DEC[@]}" "$@" --out "$dir/decoder" --init "$dir/pre" \
@@ -37,9 +38,9 @@ ablation() {
 }
 
 # the no-motion-level decoder reads the full decoder's cache (the level is not a cached feature)
-ablation no_motion_level --no-motion-level --cache "$RUNS/decoder_pre/cache" > "$OUT/no_motion_level.log" 2>&1 &
+ablation no_motion_level --cache "$RUNS/decoder_pre/cache" > "$OUT/no_motion_level.log" 2>&1 &
 P1=$!
-ablation random_frame --random-frame --cache "$OUT/random_frame/cache" --latents-from "$RUNS/decoder_pre/cache" \
+ablation random_frame --cache "$OUT/random_frame/cache" \
     > "$OUT/random_frame.log" 2>&1 &
 P2=$!
 wait $P1 $P2

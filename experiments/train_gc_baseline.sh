@@ -4,7 +4,7 @@
 # The GC baseline of the paper's table ("the LLM writes global captions, text-only context"), built
 # from the same parts and budget as the system it is compared with (the shipped model, the default recipe (`bin/animegamer recipe default`)):
 #
-# - decoder: `train decoder --condition caption`: the text stream encodes the shot's whole caption
+# - decoder: `train decoder --config experiments/configs/gc_caption.yaml`: the text stream encodes the shot's whole caption
 #   (characters, motion, place, time, props; MiniLM, 69 tokens) and there is NO visual reference
 #   (one constant token), so the decoder renders from text alone. 69 + 1 tokens = the full
 #   system's 70, so the engine keeps the same query slots and the same init. Same recipe as the
@@ -27,9 +27,8 @@ GC="$RUNS/gc"
 mkdir -p "$GC"
 source "$ROOT/experiments/common.sh"
 require "bin/animegamer recipe default --out RUNS" "$RUNS/vae/final" "$RUNS/decoder_pre/cache" "$RUNS/engine_init" "$DATA/meta.json"
-# the autoencoder latents of the same 2048 shots are reused from the full decoder's cache
-DEC=("$AG" train decoder --preset default --reference-channels 0 --shared-noise-by-level off --condition caption --n-text 69 --data "$DATA" --vae "$RUNS/vae"
-     --limit 2048 --cache "$GC/cache" --latents-from "$RUNS/decoder_pre/cache")
+DEC=("$AG" train decoder --preset default --config "$ROOT/experiments/configs/gc_caption.yaml" --data "$DATA"
+     --vae "$RUNS/vae" --limit 2048 --cache "$GC/cache")
 [[ -d "$GC/pre/joint/final" ]] || "${DEC[@]}" --out "$GC/pre" --steps 300 --ema-decay 0 \
     --schedule constant --warmup-steps 30 --samples 0 --threads 1 $(resume "$GC/pre/joint")
 if [[ ! -d "$GC/decoder/joint/final" ]]; then

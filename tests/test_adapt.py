@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 import pytest
 import torch
 
 from animegamer.core.checkpoint import load_safetensors
 from animegamer.training.cli import PHASES
+
+CONFIGS = Path(__file__).resolve().parents[1] / "experiments" / "configs"  # the paper's ablations as override files
 
 torch.set_num_threads(1)
 
@@ -248,15 +251,15 @@ def test_eval_decoder_grades_true_s_a(runs, tmp_path):
 
 
 def test_latent_visual_reference_trains_decoder_and_engine(runs, tmp_path):
-    """--visual-reference latent: f_v is the autoencoder's first-frame latent in patches; the engine's
+    """visual_reference latent: f_v is the autoencoder's first-frame latent in patches; the engine's
     s_a targets are built with the same reference (found through the decoder run's cache meta)."""
     from animegamer.models.autoencoder import ShotAutoencoder
     from animegamer.representation.reference_encoder import LatentReference, reference_kind
     from animegamer.decoder.pipeline import ShotDecoder
 
     root, w = runs["root"], str(runs["world"])
-    run_phase("decoder", ["--preset", "tiny", "--data", w, "--visual-reference", "latent", "--reference-patch", "4",
-                          "--vae", str(root / "vae"), "--out", str(tmp_path / "decoder"), "--steps", "2",
+    run_phase("decoder", ["--preset", "tiny", "--data", w, "--set", "visual_reference=latent", "--set",
+                          "reference_patch=4", "--vae", str(root / "vae"), "--out", str(tmp_path / "decoder"), "--steps", "2",
                           "--freeze-action-encoder", "--samples", "0", "--eval-shots", "4"])
     meta = json.loads((tmp_path / "decoder" / "cache" / "train" / "meta.json").read_text())
     assert reference_kind(meta["clip"]["path"]) == "latent" and meta["reference_patch"] == 4
@@ -272,8 +275,8 @@ def test_latent_visual_reference_trains_decoder_and_engine(runs, tmp_path):
 
 
 def test_cache_only_then_an_ablation_shares_the_cache(runs, tmp_path):
-    """--cache-only builds the features and stops; a --no-motion-level run reads the same cache
-    (the level is not a cached feature) and trains a decoder that ignores the level."""
+    """--cache-only builds the features and stops; the paper's w/o-level ablation (its override file) reads the
+    same cache (the level is not a cached feature) and trains a decoder that ignores the level."""
     from animegamer.decoder.pipeline import ShotDecoder
 
     root, w = runs["root"], str(runs["world"])
@@ -283,7 +286,8 @@ def test_cache_only_then_an_ablation_shares_the_cache(runs, tmp_path):
     assert json.loads((tmp_path / "cache" / "train" / "meta.json").read_text())["parts"] >= 1
     assert not (tmp_path / "full" / "joint").exists()  # nothing trained
     stamp = (tmp_path / "cache" / "train" / "part_00000.safetensors").stat().st_mtime_ns
-    run_phase("decoder", common + ["--out", str(tmp_path / "no_ml"), "--no-motion-level", "--steps", "2"])
+    run_phase("decoder", common + ["--out", str(tmp_path / "no_ml"), "--config", str(CONFIGS / "no_motion_level.yaml"),
+                                   "--steps", "2"])
     assert (tmp_path / "cache" / "train" / "part_00000.safetensors").stat().st_mtime_ns == stamp  # reused
     dec = ShotDecoder.from_pretrained(tmp_path / "no_ml" / "joint" / "final" / "shot_decoder")
     assert not dec.config.use_motion_level
@@ -294,16 +298,15 @@ def test_cache_only_then_an_ablation_shares_the_cache(runs, tmp_path):
 
 
 def test_gc_baseline_caption_condition(runs, tmp_path):
-    """--condition caption (the GC baseline): f_md encodes the whole caption, the visual stream is one
+    """The GC baseline's override file (condition caption): f_md encodes the whole caption, the visual stream is one
     constant token, and the engine's s_a targets are built the same way (from the decoder run's cache)."""
     from animegamer.engine.data import load_sessions
     from animegamer.decoder.pipeline import ShotDecoder
 
     root, w = runs["root"], str(runs["world"])
-    run_phase("decoder", ["--preset", "tiny", "--data", w, "--condition", "caption", "--n-text", "12",
-                          "--vae", str(root / "vae"), "--out", str(tmp_path / "gc"), "--steps", "2",
-                          "--latents-from", str(root / "decoder" / "cache"),
-                          "--freeze-action-encoder", "--samples", "0", "--eval-shots", "4"])
+    run_phase("decoder", ["--preset", "tiny", "--data", w, "--config", str(CONFIGS / "gc_caption.yaml"),
+                          "--set", "n_text=12", "--vae", str(root / "vae"), "--out", str(tmp_path / "gc"),
+                          "--steps", "2", "--freeze-action-encoder", "--samples", "0", "--eval-shots", "4"])
     meta = json.loads((tmp_path / "gc" / "cache" / "train" / "meta.json").read_text())
     assert meta["condition"] == "caption" and meta["n_text"] == 12
     mine = load_safetensors(tmp_path / "gc" / "cache" / "train" / "part_00000.safetensors")

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA G
 
 ROOT = Path(__file__).resolve().parents[1]
 # f_v from the autoencoder's first-frame latent: the tiny decoder then needs no vision-tower run
-LATENT_REFERENCE = ("--visual-reference", "latent", "--reference-patch", "4")
+LATENT_REFERENCE = ("--set", "visual_reference=latent", "--set", "reference_patch=4")
 SCRIPT = ("Qiqi walks slowly through the town square",
           "Qiqi suddenly sprints as fast as she can toward the forest",
           "Qiqi sits down and eats an apple")

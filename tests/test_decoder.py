@@ -14,7 +14,7 @@ from animegamer.representation.action_encoder import ActionEncoder, ActionEncode
 from animegamer.models.autoencoder import ShotAutoencoder, autoencoder_config
 from animegamer.decoder.network import DecoderConfig, DecoderNet, decoder_preset
 from animegamer.decoder.diffusion import (
-    DecoderBatch, Denoiser, DiffusionConfig, collate_decoder, draw_noise, frame_differences, v_target,
+    DecoderBatch, Denoiser, DiffusionConfig, collate_decoder, draw_noise, v_target,
 )
 from animegamer.decoder.sampler import RETIRED_FIELDS, SamplerConfig, sample
 from animegamer.decoder.pipeline import ShotDecoder, frames_from_uint8, frames_to_uint8
@@ -506,34 +506,8 @@ def test_spatial_reference_round_trips_and_trains(tmp_path):
     assert losses[-1] < 0.9 * losses[0] and den.net.reference_proj.weight.grad.abs().sum() > 0
 
 
-def test_frame_diff_loss_charges_flicker_not_a_shared_error():
-    # latents (B, F, g*C, h, w) packing g = 2 video frames per latent frame
-    x = torch.arange(2 * 3 * 4 * 1 * 1, dtype=torch.float32).reshape(2, 3, 4, 1, 1)
-    d = frame_differences(x, 2)
-    assert d.shape == (2, 5, 2, 1, 1)
-    frames = x.reshape(2, 6, 2, 1, 1)  # video frame j of latent frame f is channels j*C .. j*C + C
-    torch.testing.assert_close(d[:, 2], frames[:, 3] - frames[:, 2])
-    with pytest.raises(ValueError, match="frame_groups 3"):
-        frame_differences(x, 3)
-    with pytest.raises(ValueError, match="frame_diff_loss"):
-        DiffusionConfig(frame_diff_loss=-1.0)
-
-    torch.manual_seed(0)
-    net = tiny_net()
-    batch = tiny_batch(net.config)
-    t, noise = torch.tensor([500, 500]), torch.randn(batch.latents.shape)
-    plain = Denoiser(net, DiffusionConfig(cond_dropout=0.0)).eval()
-    weighted = Denoiser(net, DiffusionConfig(cond_dropout=0.0, frame_diff_loss=2.0)).eval()
-    loss0, logs0 = plain(batch, timesteps=t, noise=noise)
-    loss2, logs2 = weighted(batch, timesteps=t, noise=noise)
-    # the same network and draw: the v-loss is unchanged, the total adds 2 x the difference term
-    assert logs0["v_loss"] == pytest.approx(logs2["v_loss"]) and loss0.item() == pytest.approx(logs0["v_loss"])
-    assert loss2.item() == pytest.approx(logs2["v_loss"] + 2.0 * logs2["frame_diff_loss"], rel=1e-5)
-
-    # an error shared by every frame costs nothing in the difference term, a flickering one does
-    pred = torch.zeros(1, 3, 4, 2, 2)
-    shared = pred + 1.0
-    flicker = pred.clone()
-    flicker[:, 1] += 1.0  # the same total error as `shared` on one latent frame only
-    assert torch.nn.functional.mse_loss(frame_differences(shared, 2), frame_differences(pred, 2)) == 0
-    assert torch.nn.functional.mse_loss(frame_differences(flicker, 2), frame_differences(pred, 2)) > 0
+def test_a_decoder_saved_with_the_retired_frame_difference_weight_loads_and_a_nonzero_one_is_refused():
+    saved = DiffusionConfig(shared_noise=0.5).to_dict() | {"frame_diff_loss": 0.0}  # every shipped decoder's json
+    assert DiffusionConfig.from_dict(saved) == DiffusionConfig(shared_noise=0.5)
+    with pytest.raises(ValueError, match="frame_diff_loss"):  # a decoder trained with it is not what this code draws
+        DiffusionConfig.from_dict(saved | {"frame_diff_loss": 2.0})

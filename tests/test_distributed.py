@@ -116,7 +116,7 @@ def test_a_phase_trains_and_resumes_under_the_shipped_fsdp_config(tmp_path):
            str(tmp_path / "vae"), "--steps", "3", "--batch-size", "2", "--no-progress", module=True)
     decoder = [str(FSDP_ON_CPU), "train", "decoder", "--preset", "tiny", "--data", str(tmp_path / "w"), "--vae",
                str(tmp_path / "vae"), "--batch-size", "2", "--samples", "0", "--eval-shots", "2", "--no-progress",
-               "--save-every", "2", "--log-every", "1", "--visual-reference", "latent", "--reference-patch", "4"]
+               "--save-every", "2", "--log-every", "1", "--set", "visual_reference=latent", "--set", "reference_patch=4"]
     launch(2, *decoder, "--out", str(tmp_path / "fsdp"), "--steps", "4", env=env)
     launch(2, *decoder, "--out", str(tmp_path / "resumed"), "--steps", "2", env=env)
     launch(2, *decoder, "--out", str(tmp_path / "resumed"), "--steps", "4", "--resume", env=env)

@@ -83,7 +83,7 @@ def _argv(parts, out: str, *extra: str) -> list[str]:
 def test_paper_decoder_starts_from_a_local_cogvideox_transformer(parts):
     root = parts["root"]
     assert main(_argv(parts, "dec", "--transformer", str(root / "cogvideox"), "--text-encoder", str(root / "t5"),
-                      "--warmup-stage-steps", "2", "--warmup-only")) == 0
+                      "--set", "warmup_stage_steps=2", "--warmup-only")) == 0
     final = root / "dec" / "warmup" / "final" / "shot_decoder"
     cfg = json.loads((final / "shot_decoder.json").read_text())["decoder"]
     assert (cfg["num_layers"], cfg["num_heads"], cfg["head_dim"], cfg["time_embed_dim"], cfg["patch_size"]) == \

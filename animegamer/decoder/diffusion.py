@@ -54,11 +54,6 @@ class DiffusionConfig:
     # how many video frames each latent frame packs in its channels (the kl2d autoencoder's temporal
     # ratio; 1 for an autoencoder that compresses time itself): the shared draw is per video frame
     noise_frame_groups: int = 1
-    # Temporal-difference loss (training only; 0 = off, the plain v-loss): adds this weight times the
-    # MSE of the frame-to-frame differences of the v prediction, per video frame. Uncorrelated
-    # per-frame errors (the flicker the flow reads as motion) pay it in full, an error shared by all
-    # frames pays nothing, so it teaches the network to be consistently wrong rather than to flicker.
-    frame_diff_loss: float = 0.0
     # SNR shift of the schedule: alphas_cumprod -> a / (s + (1 - s) a), i.e. log SNR - log s at every step,
     # before the zero-terminal-SNR rescale. 1 = none; the published release's decoder (CogVideoX's): 3.
     snr_shift: float = 1.0
@@ -75,8 +70,6 @@ class DiffusionConfig:
             raise ValueError(f"DiffusionConfig.shared_noise must be in [0, 1), got {self.shared_noise}")
         if self.shared_noise_by_level is not None:
             self.shared_noise_by_level = level_fractions(self.shared_noise_by_level, "DiffusionConfig.shared_noise_by_level")
-        if self.frame_diff_loss < 0:
-            raise ValueError(f"DiffusionConfig.frame_diff_loss must be >= 0, got {self.frame_diff_loss}")
         if self.snr_shift <= 0:
             raise ValueError(f"DiffusionConfig.snr_shift must be > 0, got {self.snr_shift}")
         if self.snr_shift != 1.0 and self.beta_schedule != "scaled_linear":
@@ -89,6 +82,10 @@ class DiffusionConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "DiffusionConfig":
+        # a retired training-only loss weight (docs/history.md, "a frame-difference loss"), 0 in every decoder
+        # that ships: decoders saved with it load as before
+        if not d.get("frame_diff_loss", 0.0):
+            d = {k: v for k, v in d.items() if k != "frame_diff_loss"}
         unknown = set(d) - {f.name for f in fields(cls)}
         if unknown:
             raise ValueError(f"DiffusionConfig got unknown fields {sorted(unknown)}")
@@ -185,16 +182,6 @@ def video_frames(x: torch.Tensor, frame_groups: int = 1) -> torch.Tensor:
     return x.reshape(b, f * frame_groups, gc // frame_groups, h, w)
 
 
-def frame_differences(x: torch.Tensor, frame_groups: int = 1) -> torch.Tensor:
-    """Differences between consecutive VIDEO frames of latents (B, F, g*C, h, w) packing g frames each.
-
-    Returns (B, F*g - 1, C, h, w). The kl2d autoencoder's first latent frame holds g copies of video
-    frame 0 (autoencoder.pack_time), so their differences are the copies' disagreement.
-    """
-    frames = video_frames(x, frame_groups)
-    return frames[:, 1:] - frames[:, :-1]
-
-
 def frame_mean(x: torch.Tensor, frame_groups: int = 1) -> torch.Tensor:
     """The mean over VIDEO frames of latents (B, F, g*C, h, w) packing g frames each, repeated on every
     frame (same shape): the part of ``x`` that all frames share. ``x - frame_mean(x)`` is what differs
@@ -255,12 +242,8 @@ class Denoiser(nn.Module):
         target = v_target(x0, noise, acp)  # (B, F, C', h, w)
         s_a, drop = self.condition(batch, self.config.cond_dropout if self.training else 0.0)
         pred = self.net(x_t, timesteps, s_a, batch.motion_level).float()  # (B, F, C', h, w)
-        v_loss = F.mse_loss(pred, target.float())
-        g = self.config.noise_frame_groups
-        diff_loss = F.mse_loss(frame_differences(pred, g), frame_differences(target.float(), g))
-        loss = v_loss + self.config.frame_diff_loss * diff_loss if self.config.frame_diff_loss > 0 else v_loss
-        logs = {"loss": float(loss.detach()), "v_loss": float(v_loss.detach()),
-                "frame_diff_loss": float(diff_loss.detach()), "cond_drop": float(drop.float().mean())}
+        loss = F.mse_loss(pred, target.float())
+        logs = {"loss": float(loss.detach()), "v_loss": float(loss.detach()), "cond_drop": float(drop.float().mean())}
         return loss, logs
 
 

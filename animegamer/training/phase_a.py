@@ -1,27 +1,26 @@
 """Train the animation-shot decoder (E_a + CogVideoX transformer, v-prediction), phase a.
 
     animegamer train decoder --preset default --data DIR --vae runs/vae \\
-        --out runs/decoder [--resume] [--warmup-stage-steps N] [--steps N ...]
+        --out runs/decoder [--resume] [--config FILE] [--set KEY=VALUE] [--steps N ...]
+
+What the decoder is made of is one typed config, ``DecoderPreset``, whose defaults are the shipped decoder's;
+``--preset tiny|paper`` names other sizes, and a run that differs names the fields it changes in a YAML file
+(``--config``; the paper's ablations are files in ``experiments/configs/``) or inline (``--set``).
 
 1. Cache. The frozen encoders run ONCE per shot: autoencoder latents of the 17 frames, the visual
-   reference f_v of the FIRST frame (the autoencoder latent in patches, the default preset's
-   ``--visual-reference latent``; or a vision tower's patch tokens with ``clip`` and ``--clip``;
-   ``--random-frame``: a random frame, the paper's ablation) and MiniLM token states f_md of the
-   motion text. They go to ``OUT/cache/`` in parts
+   reference f_v of the FIRST frame (the autoencoder latent in patches, ``visual_reference: latent``; or a
+   vision tower's patch tokens with ``clip`` and ``--clip``; ``random_frame: true``: a random frame, the
+   paper's ablation) and MiniLM token states f_md of the motion text. They go to ``OUT/cache/`` in parts
    of 256 shots (safetensors, fp16), so an interrupted cache build resumes where it stopped.
 2. Warm-up stage (paper): the transformer is frozen; E_a, the motion-level (ofs) MLP and the
-   condition projection learn (``OUT/warmup/``, ``--warmup-stage-steps``, ``--warmup-stage-lr``).
+   condition projection learn (``OUT/warmup/``, ``warmup_stage_steps``, ``warmup_stage_lr``).
 3. Joint stage: everything trains (``OUT/joint/``, ``--steps``, ``--lr`` ...), starting from the
    warm-up weights. Both stages use the generic loop (EMA, exact resume, log.jsonl, loss.png).
    ``--resume`` continues whichever stage was interrupted.
 
-Variants: ``--condition caption`` (the GC baseline's decoder: f_md is the shot's whole caption and
-there is no visual reference), ``--no-motion-level`` and ``--random-frame`` (the paper's ablations).
-``--cache-only`` builds the cache and stops; ``--latents-from OTHER_RUN/cache`` copies the autoencoder
-latents of a finished cache of the same shots instead of encoding them again.
-
-Note: ``--warmup-steps`` is the LEARNING-RATE warm-up of each stage (shared flag of every phase);
-the paper's warm-up STAGE length is ``--warmup-stage-steps``.
+``--cache-only`` builds the cache and stops, so runs that differ only in training (``motion_level: false``)
+can share it with ``--cache``. Note: ``--warmup-steps`` is the LEARNING-RATE warm-up of each stage (shared
+flag of every phase); the paper's warm-up STAGE length is ``warmup_stage_steps``.
 
 Output: ``OUT/joint/final/shot_decoder/`` is the ShotDecoder pipeline (EMA weights, fp32;
 ``ShotDecoder.from_pretrained``), ``OUT/joint/final/metrics.json`` holds the held-out v-loss with
@@ -33,7 +32,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +40,7 @@ import torch
 from torch import nn
 
 from animegamer.core.checkpoint import load_safetensors, save_json_atomic
+from animegamer.core.overrides import apply_overrides, load_override_file, parse_set
 from animegamer.core.runs import resolve_component, resolve_decoder
 from animegamer.core.video_io import save_gif, save_mp4
 from animegamer.decoder.diffusion import Denoiser, DiffusionConfig, collate_decoder, level_fractions
@@ -54,25 +54,62 @@ from animegamer.models.vision_tower import CONFIG_NAME as VT_CONFIG
 from animegamer.representation.reference_encoder import CONDITION_TEXT, KINDS
 from animegamer.training.arguments import add_train_arguments, train_config_from_args
 from animegamer.training.loop import TrainConfig, is_sharded, train
-from animegamer.training.shot_cache import CachedShots, build_cache, cache_encoders, cache_meta
+from animegamer.training.shot_cache import CacheInputs, CachedShots, build_cache, cache_encoders, cache_meta
 from animegamer.world.dataset import ShotDataset
 
 
 @dataclass(frozen=True)
 class DecoderPreset:
     """Phase a at one size: the decoder network, what s_a is made of, the noise prior it trains with,
-    the sampler stored with it and the training schedule. ``default`` is the shipped decoder's."""
+    the sampler stored with it and the training schedule. The defaults are the shipped decoder's;
+    ``tiny`` and ``paper`` are named overrides, and a run changes a field with ``--config FILE`` or
+    ``--set KEY=VALUE`` (the paper's ablations: ``experiments/configs/``)."""
 
-    decoder: str  # decoder/network.py decoder_preset
-    n_text: int  # f_md tokens of the motion text
-    visual_reference: str  # f_v: "latent" (the autoencoder latent of the first frame) or "clip" (the paper's)
-    reference_patch: int  # latent reference: latent patch side per f_v token
-    reference_channels: int  # s_a's visual tokens also laid on the patch grid (decoder/network.py); 0 = off
-    shared_noise_by_level: tuple[float, ...] | None  # the level-matched noise prior (decoder/diffusion.py)
-    warmup_stage_steps: int  # the paper's warm-up stage (transformer frozen); 0 = none
-    warmup_stage_lr: float
-    sampler: SamplerConfig
-    train: TrainConfig
+    decoder: str = "default"  # decoder/network.py decoder_preset
+    n_text: int = 16  # f_md tokens of the motion text (a caption needs about 70)
+    # f_v: "latent" (the autoencoder latent of the first frame) or "clip" (a vision tower's, the paper's). The
+    # vision tower this CPU can train does not name the characters well enough (representation/reference_encoder.py)
+    visual_reference: str = "latent"
+    reference_patch: int = 4  # latent reference: latent patch side per f_v token
+    reference_channels: int = 16  # s_a's visual tokens also laid on the patch grid (decoder/network.py); 0 = off
+    shared_noise: float = 0.0  # the share of the noise drawn once per shot (decoder/diffusion.py)
+    # the level-matched noise prior, per motion level 1..5 (decoder/diffusion.py); None = shared_noise everywhere
+    shared_noise_by_level: tuple[float, ...] | None = (0.995, 0.99, 0.95, 0.8, 0.3)
+    # what the text stream f_md encodes: "motion" (the motion text beside the visual reference: s_a, the paper's)
+    # or "caption" (the GC baseline's decoder: the shot's whole caption and NO visual reference)
+    condition: str = "motion"
+    random_frame: bool = False  # the paper's ablation: f_v from a random frame of the shot instead of the first
+    motion_level: bool = True  # False: the paper's w/o f_ms ablation (no motion-level embedding)
+    # the paper's warm-up stage (transformer frozen); 0 = none. None from scratch: with adaLN-zero init the frozen
+    # transformer outputs 0, so the condition path gets no gradient at all; the stage is for a PRETRAINED transformer
+    warmup_stage_steps: int = 0
+    warmup_stage_lr: float = 1e-3
+    sampler: SamplerConfig = field(default_factory=lambda: SamplerConfig(steps=6, guidance=2.0, autocast=True))
+    # EMA 0.995 so a short run is not dominated by its initial weights
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(
+        steps=2000, batch_size=8, lr=5e-4, weight_decay=0.0, warmup_steps=100, ema_decay=0.995,
+        mixed_precision="bf16", log_every=20, save_every=250, grad_clip=1.0))
+
+    def __post_init__(self) -> None:
+        if self.condition not in CONDITION_TEXT:
+            raise ValueError(f"condition must be one of {list(CONDITION_TEXT)}, got {self.condition!r}")
+        if self.visual_reference not in KINDS:
+            raise ValueError(f"visual_reference must be one of {list(KINDS)}, got {self.visual_reference!r}")
+        if self.shared_noise_by_level is not None:  # DiffusionConfig's own check, before minutes of encoding
+            object.__setattr__(self, "shared_noise_by_level",
+                               tuple(level_fractions(list(self.shared_noise_by_level), "shared_noise_by_level")))
+            if not self.motion_level:
+                raise ValueError("shared_noise_by_level needs the motion level: set it to null with motion_level false")
+        if self.condition == "caption" and (self.reference_channels or self.shared_noise_by_level is not None):
+            raise ValueError("condition caption has no visual reference and no level prior: set reference_channels 0 "
+                             "and shared_noise_by_level null")
+        if self.n_text < 1 or self.reference_patch < 1 or self.reference_channels < 0 or self.warmup_stage_steps < 0:
+            raise ValueError("n_text and reference_patch >= 1, reference_channels and warmup_stage_steps >= 0")
+
+    @property
+    def reference_kind(self) -> str:
+        """What f_v is made from: the GC decoder has none (load_reference_encoder gives a constant token)."""
+        return "none" if self.condition == "caption" else self.visual_reference
 
 
 PRESETS: dict[str, DecoderPreset] = {
@@ -81,17 +118,7 @@ PRESETS: dict[str, DecoderPreset] = {
         shared_noise_by_level=None, warmup_stage_steps=4, warmup_stage_lr=1e-3,
         sampler=SamplerConfig(steps=2, guidance=2.0, autocast=True),
         train=TrainConfig(steps=6, batch_size=2, lr=1e-3, warmup_steps=1, log_every=2, save_every=3, ema_decay=0.0)),
-    # No warm-up stage from scratch: with adaLN-zero init the frozen transformer outputs 0, so the
-    # condition path gets no gradient at all. The paper's warm-up is for a PRETRAINED transformer.
-    # f_v is the autoencoder latent of the first frame: the vision tower we can train here does not name
-    # the characters well enough (representation/reference_encoder.py).
-    "default": DecoderPreset(
-        decoder="default", n_text=16, visual_reference="latent", reference_patch=4, reference_channels=16,
-        shared_noise_by_level=(0.995, 0.99, 0.95, 0.8, 0.3), warmup_stage_steps=0, warmup_stage_lr=1e-3,
-        sampler=SamplerConfig(steps=6, guidance=2.0, autocast=True),
-        # EMA 0.995 so a short run is not dominated by its initial weights
-        train=TrainConfig(steps=2000, batch_size=8, lr=5e-4, weight_decay=0.0, warmup_steps=100, ema_decay=0.995,
-                          mixed_precision="bf16", log_every=20, save_every=250, grad_clip=1.0)),
+    "default": DecoderPreset(),
     # The paper's decoder: a pretrained CogVideoX transformer (--transformer DIR: its depth, heads and
     # patch come from the checkpoint), f_v from a CLIP vision tower (--clip), f_md from a local text
     # encoder (--text-encoder, T5 in the paper) in 30 tokens, the paper's warm-up stage (transformer
@@ -108,17 +135,25 @@ PRESETS: dict[str, DecoderPreset] = {
 }
 
 
+def preset_from_args(args: argparse.Namespace) -> DecoderPreset:
+    """The named preset with the run's ``--config`` files, then its ``--set`` pairs, applied in order."""
+    preset = PRESETS[args.preset]
+    for path in args.config or []:
+        preset = apply_overrides(preset, load_override_file(path), f"--config {path}")
+    return apply_overrides(preset, parse_set(args.set or []), "--set")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_train_arguments(parser, list(PRESETS))
+    parser.add_argument("--config", action="append", metavar="FILE",
+                        help="a YAML file of DecoderPreset fields replacing the preset's (e.g. experiments/configs/"
+                             "no_motion_level.yaml); repeatable, applied in order")
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE",
+                        help="one DecoderPreset field replacing the preset's, after --config (e.g. "
+                             "reference_channels=0, shared_noise_by_level=null); repeatable")
     parser.add_argument("--clip", default=None,
                         help="vision tower (with --visual-reference clip): a `train clip` run dir, its final/, or "
                              "the vision_tower/ dir")
-    parser.add_argument("--visual-reference", choices=list(KINDS), default=None,
-                        help="what f_v is: the vision tower's patch tokens (clip, the paper's) or the autoencoder "
-                             "latent of the first frame in patches (latent; see representation/reference_encoder.py). "
-                             "Default: the preset's")
-    parser.add_argument("--reference-patch", type=int, default=None,
-                        help="latent reference: latent patch side per f_v token (default: the preset's)")
     parser.add_argument("--vae", required=True,
                         help="autoencoder: a `train vae` run dir, its final/, or the autoencoder/ dir")
     parser.add_argument("--transformer", default=None, metavar="DIR",
@@ -128,9 +163,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--text-encoder", default=None,
                         help="local transformers text encoder dir (default: bundled all-MiniLM-L6-v2)")
     parser.add_argument("--cache", default=None, help="feature cache dir (default: OUT/cache)")
-    parser.add_argument("--warmup-stage-steps", type=int, default=None,
-                        help="paper's warm-up stage (transformer frozen); 0 skips it (default: preset)")
-    parser.add_argument("--warmup-stage-lr", type=float, default=None, help="lr of the warm-up stage")
     parser.add_argument("--freeze-action-encoder", action="store_true",
                         help="joint stage: keep E_a as the warm-up stage left it, so phase b can train on the "
                              "warm-up's E_a (warmup/final/shot_decoder) while the transformer keeps training")
@@ -140,39 +172,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup-only", action="store_true",
                         help="stop after the warm-up stage (rerun with --resume for the joint stage); with "
                              "--freeze-action-encoder, phase b can start on warmup/final/shot_decoder meanwhile")
-    parser.add_argument("--condition", choices=list(CONDITION_TEXT), default="motion",
-                        help="what the text stream f_md encodes: the motion description with the visual reference "
-                             "(motion: s_a, the paper's) or the shot's whole caption with NO visual reference "
-                             "(caption: the GC baseline's text-only decoder; the visual stream is one constant token)")
-    parser.add_argument("--n-text", type=int, default=None,
-                        help="text tokens of f_md (default: the preset's; captions need about 32)")
-    parser.add_argument("--random-frame", action="store_true",
-                        help="ablation: f_v from a random frame of the shot instead of the first")
-    parser.add_argument("--no-motion-level", action="store_true",
-                        help="ablation (paper's w/o f_ms): no motion-level embedding")
-    parser.add_argument("--reference-channels", type=int, default=None,
-                        help="> 0: s_a's visual tokens ALSO enter as a spatial map of this many channels beside the "
-                             "noisy latent (CogVideoX-I2V style; decoder/network.py). 0 = off. Default: the preset's. "
-                             "--init may then name a decoder without it (its new input channels start at zero)")
-    parser.add_argument("--shared-noise-by-level", default=None, metavar="R1,R2,R3,R4,R5|off",
-                        help="level-matched noise prior: the shared fraction for motion levels 1..5, replacing "
-                             "--shared-noise where the level is known (e.g. 0.995,0.99,0.95,0.8,0.3); off = none. "
-                             "Default: the preset's")
-    parser.add_argument("--shared-noise", type=float, default=None,
-                        help="fraction of the diffusion noise's variance drawn once per shot and shared by all its "
-                             "frames, in training and sampling (PYoCo's mixed noise prior; decoder/diffusion.py). "
-                             "Default: the preset's")
-    parser.add_argument("--frame-diff-loss", type=float, default=None,
-                        help="weight of a temporal-difference loss: the MSE of the frame-to-frame differences of "
-                             "the v prediction, added to the v-loss (decoder/diffusion.py). Default: the preset's (0)")
     parser.add_argument("--eval-shots", type=int, default=64, help="held-out (val) shots for the eval loss")
     parser.add_argument("--samples", type=int, default=4, help="held-out shots decoded to OUT/samples")
-    parser.add_argument("--latents-from", default=None, metavar="CACHE_ROOT",
-                        help="reuse the autoencoder latents of another run's cache root (same data, --limit and "
-                             "--vae; e.g. runs/decoder/cache) instead of encoding every shot again")
     parser.add_argument("--cache-only", action="store_true",
                         help="build the feature cache (OUT/cache or --cache) and stop: runs that differ only in "
-                             "training options (e.g. --no-motion-level) can then share it with --cache")
+                             "training options (e.g. motion_level=false) can then share it with --cache")
 
 
 # -- feature cache -----------------------------------------------------------------------------
@@ -258,42 +262,20 @@ def write_samples(decoder, val_cache: CachedShots, val_shots, out_dir: Path, n: 
     return paths
 
 
-def _shared_noise_by_level(args: argparse.Namespace, preset: DecoderPreset) -> list[float] | None:
-    """--shared-noise-by-level (or the preset's) parsed and checked before any data is encoded."""
-    if args.shared_noise_by_level is None:  # the preset's, where the level conditions the decoder
-        by_level = preset.shared_noise_by_level
-        return None if by_level is None or args.no_motion_level or args.condition == "caption" else list(by_level)
-    if args.shared_noise_by_level == "off":
-        return None
-    try:  # DiffusionConfig's own check, before minutes of encoding rather than after
-        by_level = level_fractions([float(x) for x in args.shared_noise_by_level.split(",")],
-                                   "--shared-noise-by-level")
-    except ValueError as e:
-        raise SystemExit(f"train decoder: {e}") from None
-    if args.no_motion_level:
-        raise SystemExit("train decoder: --shared-noise-by-level needs the motion level (drop --no-motion-level)")
-    return by_level
-
-
 def run(args: argparse.Namespace) -> int:
-    preset = PRESETS[args.preset]
+    preset = preset_from_args(args)
     cfg = train_config_from_args(preset.train, args)
-    by_level = _shared_noise_by_level(args, preset)
     out = Path(args.out)
     progress = not args.no_progress
     vae_dir = resolve_component(args.vae, AE_CONFIG, "autoencoder")
-    kind = args.visual_reference or preset.visual_reference
-    if args.condition == "caption":
-        kind = "none"  # the GC decoder: no visual reference (load_reference_encoder gives a constant token)
-    args.reference_patch = (args.reference_patch or preset.reference_patch) if kind == "latent" else None
+    kind = preset.reference_kind
     if kind == "clip":
         if args.clip is None:
-            raise SystemExit("train decoder: --visual-reference clip needs --clip (a `train clip` run)")
+            raise SystemExit("train decoder: visual_reference clip needs --clip (a `train clip` run)")
         clip_dir = resolve_component(args.clip, VT_CONFIG, "vision_tower")
     else:  # the autoencoder's own latent is the reference (or there is none): nothing else to train or ship
         clip_dir = vae_dir
     ae = ShotAutoencoder.from_pretrained(vae_dir).float().eval().requires_grad_(False)
-    n_text = args.n_text or preset.n_text
     if preset.decoder == "paper" and args.transformer is None:
         raise SystemExit("train decoder --preset paper: --transformer DIR is needed (a local diffusers CogVideoX "
                          "transformer, e.g. CogVideoX-2B's transformer/ folder; nothing is downloaded)")
@@ -314,16 +296,19 @@ def run(args: argparse.Namespace) -> int:
     caches: dict[str, CachedShots] = {}
     encoders: dict = {}
 
+    def meta_of(split: str, limit: int | None) -> dict:
+        return cache_meta(args.data, split, limit, clip_dir, vae_dir, CacheInputs(
+            text_encoder=args.text_encoder, n_text=preset.n_text, random_frame=preset.random_frame,
+            reference_patch=preset.reference_patch if kind == "latent" else None, condition=preset.condition))
+
     def get_encoders() -> dict:  # loaded once, for whichever split needs them first
         if not encoders:
-            encoders.update(cache_encoders(cache_meta(args, "train", n_text, None, clip_dir, vae_dir), ae))
+            encoders.update(cache_encoders(meta_of("train", None), ae))
         return encoders
 
     for split, shots, limit in todo:
         cdir = cache_root / (split if limit is None else f"{split}_{limit}")
-        meta = cache_meta(args, split, n_text, limit, clip_dir, vae_dir)
-        build_cache(shots, get_encoders, cdir, meta, seed=cfg.seed, progress=progress,
-                    latents_from=Path(args.latents_from) / cdir.name if args.latents_from else None)
+        build_cache(shots, get_encoders, cdir, meta_of(split, limit), seed=cfg.seed, progress=progress)
         caches[split] = CachedShots(cdir)
     encoders.clear()  # free the tower and MiniLM before training
     if args.cache_only:
@@ -338,23 +323,18 @@ def run(args: argparse.Namespace) -> int:
 
     # 2. model: shapes come from the cache (autoencoder, tower and text encoder decide them)
     f, c, h, w = t["latents"].shape[1:]
-    reference_channels = args.reference_channels
-    if reference_channels is None:  # the preset's, but the GC decoder has no visual reference to lay out
-        reference_channels = 0 if args.condition == "caption" else preset.reference_channels
     dcfg = decoder_preset(
         preset.decoder, latent_channels=c, num_frames=(f - 1) * ae.temporal_ratio + 1, latent_height=h,
         latent_width=w, temporal_compression=ae.temporal_ratio, n_text=t["f_md"].shape[1],
         d_text_in=t["f_md"].shape[2], n_visual=t["f_v"].shape[1], d_visual_in=t["f_v"].shape[2],
-        use_motion_level=not args.no_motion_level,
-        reference_channels=reference_channels, **pretrained,
+        use_motion_level=preset.motion_level, reference_channels=preset.reference_channels, **pretrained,
     )
-    shared_noise = 0.0 if args.shared_noise is None else args.shared_noise
     # the kl2d autoencoder packs `temporal_ratio` frames per latent frame in its channels (pack_time)
     groups = ae.temporal_ratio if ae.cfg.kind == "kl2d" else 1
-    frame_diff = 0.0 if args.frame_diff_loss is None else args.frame_diff_loss
+    by_level = list(preset.shared_noise_by_level) if preset.shared_noise_by_level is not None else None
     try:
-        diff = DiffusionConfig(latent_shift=mean, latent_scale=1.0 / max(std, 1e-6), shared_noise=shared_noise,
-                               shared_noise_by_level=by_level, noise_frame_groups=groups, frame_diff_loss=frame_diff)
+        diff = DiffusionConfig(latent_shift=mean, latent_scale=1.0 / max(std, 1e-6), shared_noise=preset.shared_noise,
+                               shared_noise_by_level=by_level, noise_frame_groups=groups)
     except ValueError as e:
         raise SystemExit(f"train decoder: {e}") from None
     sampler = preset.sampler  # stored with the decoder; `model pack` chooses the game's
@@ -378,11 +358,11 @@ def run(args: argparse.Namespace) -> int:
           f"{sum(p.numel() for p in denoiser.parameters()) / 1e6:.1f}M params")
 
     # 3. warm-up stage: transformer frozen
-    warm_steps = preset.warmup_stage_steps if args.warmup_stage_steps is None else args.warmup_stage_steps
+    warm_steps = preset.warmup_stage_steps
     results = {}
     if warm_steps > 0:
         wcfg = dataclasses.replace(
-            cfg, steps=warm_steps, lr=args.warmup_stage_lr or preset.warmup_stage_lr,
+            cfg, steps=warm_steps, lr=preset.warmup_stage_lr,
             warmup_steps=min(cfg.warmup_steps, max(1, warm_steps // 10)),
             save_every=min(cfg.save_every, warm_steps) if cfg.save_every else 0,
             # No EMA in this short stage: the joint stage continues from the LIVE weights, so warmup/final
@@ -403,7 +383,7 @@ def run(args: argparse.Namespace) -> int:
                 raise KeyError(f"the warm-up's weights do not fit the joint stage's network: {unexpected[:5]}")
     if args.warmup_only:
         if warm_steps <= 0:
-            raise ValueError("--warmup-only needs a warm-up stage (--warmup-stage-steps > 0)")
+            raise ValueError("--warmup-only needs a warm-up stage (--set warmup_stage_steps=N, N > 0)")
         print(f"[decoder] warm-up stage done: {results['warmup']['final_dir']}; rerun with --resume for the joint stage")
         return 0
     # 4. joint stage

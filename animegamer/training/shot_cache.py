@@ -8,11 +8,11 @@ inputs is refused instead of mixed.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -30,21 +30,32 @@ CACHE_VERSION = 1
 PART_SIZE = 256
 WAIT_SECONDS = 2.0  # how often a process that does not build a cache looks whether it is finished
 
-def cache_meta(args: argparse.Namespace, split: str, n_text: int, limit: int | None, clip_dir: Path,
-                vae_dir: Path) -> dict:
-    data_meta = json.loads((Path(args.data) / "meta.json").read_text())
+@dataclass(frozen=True)
+class CacheInputs:
+    """What a cache's text and reference features are made of, beside the data and the encoders' folders."""
+
+    text_encoder: str | None  # a local transformers text encoder dir; None = the bundled MiniLM
+    n_text: int
+    random_frame: bool  # f_v from a random frame (the paper's ablation) instead of the first
+    reference_patch: int | None  # latent reference: latent patch side per f_v token; None for a vision tower
+    condition: str = "motion"  # "caption": f_md is the whole caption (the GC baseline)
+
+
+def cache_meta(data: str | Path, split: str, limit: int | None, clip_dir: Path, vae_dir: Path,
+               inputs: CacheInputs) -> dict:
+    data_meta = json.loads((Path(data) / "meta.json").read_text())
 
     def stamp(d: Path) -> dict:
         return {"path": str(d.resolve()), "mtime_ns": max(f.stat().st_mtime_ns for f in d.iterdir())}
 
     return {
         "format": CACHE_FORMAT, "version": CACHE_VERSION, "split": split, "limit": limit,
-        "data": str(Path(args.data).resolve()), "data_seed": data_meta.get("seed"),
+        "data": str(Path(data).resolve()), "data_seed": data_meta.get("seed"),
         "data_counts": data_meta.get("counts"), "clip": stamp(clip_dir), "vae": stamp(vae_dir),
-        "text_encoder": args.text_encoder, "n_text": n_text, "random_frame": bool(args.random_frame),
-        "reference_patch": args.reference_patch,
+        "text_encoder": inputs.text_encoder, "n_text": inputs.n_text, "random_frame": inputs.random_frame,
+        "reference_patch": inputs.reference_patch,
         # only when not the default, so caches built before this option keep matching
-        **({"condition": args.condition} if args.condition != "motion" else {}),
+        **({"condition": inputs.condition} if inputs.condition != "motion" else {}),
     }
 
 
@@ -57,19 +68,6 @@ def cache_encoders(meta: dict, ae) -> dict:
             "text": TextEncoder(TextEncoderConfig(path=meta["text_encoder"], n_text=meta["n_text"])), "ae": ae}
 
 
-def _latent_source(latents_from: Path | None, meta: dict) -> Path | None:
-    """A finished cache of the same shots and autoencoder whose latents can be reused, or None."""
-
-    if latents_from is None:
-        return None
-    src = Path(latents_from)
-    m = load_json(src / "meta.json") if (src / "meta.json").is_file() else {}
-    same = {k: m.get(k) for k in ("data", "split", "limit", "vae")} == {k: meta[k] for k in ("data", "split", "limit", "vae")}
-    if "parts" not in m or not same:
-        raise ValueError(f"--latents-from {src}: not a finished cache of the same data, split, limit and autoencoder")
-    return src
-
-
 def _finished(meta_path: Path, meta: dict) -> bool:
     """A finished cache of exactly these inputs is at ``meta_path``'s folder."""
     if not meta_path.is_file():
@@ -80,13 +78,11 @@ def _finished(meta_path: Path, meta: dict) -> bool:
 
 
 def build_cache(shots, get_encoders, cache_dir: Path, meta: dict, seed: int = 0, batch: int = 8,
-                progress: bool = True, latents_from: Path | None = None) -> Path:
+                progress: bool = True) -> Path:
     """Encode every shot once into ``cache_dir/part_*.safetensors``; resumes a partial build.
 
     shots: a ShotDataset; get_encoders() -> {"tower", "text", "ae"} (frozen, eval), called only
-    if some part is missing (loading MiniLM costs seconds). ``latents_from``: a finished cache of
-    the same shots and autoencoder (other text or reference): its latents are copied instead of
-    running the autoencoder again, the slowest part of a build.
+    if some part is missing (loading MiniLM costs seconds).
     """
 
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -103,7 +99,6 @@ def build_cache(shots, get_encoders, cache_dir: Path, meta: dict, seed: int = 0,
         old = load_json(meta_path)
         if {k: v for k, v in old.items() if k != "parts"} != meta:
             raise ValueError(f"{cache_dir} holds a cache of other inputs ({old}); delete it or pass --cache DIR")
-    src = _latent_source(latents_from, meta)
     save_json_atomic(meta, meta_path)
     n = len(shots)
     parts = (n + PART_SIZE - 1) // PART_SIZE
@@ -119,11 +114,6 @@ def build_cache(shots, get_encoders, cache_dir: Path, meta: dict, seed: int = 0,
             enc = get_encoders()
             tower, text, ae = enc["tower"], enc["text"], enc["ae"]
         out: dict[str, list] = {"latents": [], "f_v": [], "f_md": [], "motion_level": [], "index": []}
-        reuse = None
-        if src is not None:
-            reuse = load_safetensors(src / path.name)
-            if not torch.equal(reuse["index"], torch.arange(lo, hi)):
-                raise ValueError(f"--latents-from {src}: {path.name} holds other shots")
         for s in range(lo, hi, batch):
             idx = list(range(s, min(hi, s + batch)))
             b = collate_shots([shots[i] for i in idx])
@@ -134,8 +124,7 @@ def build_cache(shots, get_encoders, cache_dir: Path, meta: dict, seed: int = 0,
                 f_v = tower.patch_tokens(ref).float()  # (B, n_visual, d_v)
                 texts = getattr(b, CONDITION_TEXT[meta.get("condition", "motion")])
                 f_md, _ = text.token_states(texts, meta["n_text"])  # (B, n_text, d_t), padding = 0
-                lat = (ae.encode(b.frames).float() if reuse is None  # (B, F, C', h, w), scaled
-                       else reuse["latents"][s - lo:s - lo + len(idx)].float())
+                lat = ae.encode(b.frames).float()  # (B, F, C', h, w), scaled
             out["latents"].append(lat.half())
             out["f_v"].append(f_v.half())
             out["f_md"].append(f_md.float().half())
