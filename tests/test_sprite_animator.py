@@ -9,6 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
+from safetensors.numpy import save as save_np
 
 from animegamer.cli import main as cli_main
 from animegamer.decoder.layered import (
@@ -727,3 +728,47 @@ def test_a_still_character_whose_drawn_feet_wobble_below_a_pixel_holds_still(mon
         frames, after = draw_turn(animator, stage, scene, ["Qiqi"], s_a, 1, refs, verb="sleep")
         assert all(np.array_equal(f, frames[0]) for f in frames[1:]), x
         assert after.actors[0].x == pytest.approx(x, abs=1e-4)
+
+
+def test_a_broom_flies_above_the_ground_line_from_its_first_frame():
+    # the world flies a broom ~40 px up from frame 0 on; tracks that kept only the move from frame 0 taught the
+    # animator a broom on the ground line, and play flew every flight on the cloud sea
+    index, turn = _turn({"fly_broom"})
+    (track,) = turn_tracks(turn, load_cast(), 9, 8, 0.0)
+    assert track.offset[0, 0] == 0 and 25 < track.offset[0, 1] < 60 and (track.offset[:, 1] > 20).all()
+    (walk,) = turn_tracks(_turn({"walk", "run"})[1], load_cast(), 9, 8, 0.0)
+    assert walk.offset[0, 1] == 0  # every other verb starts on the ground
+
+
+def test_a_character_keeps_its_lift_from_one_turn_to_the_next_and_in_a_saved_scene(monkeypatch):
+    stage = _stage(80, 60)
+    animator = _animator()
+    t = animator.config.frames
+
+    def flying(sprite, reference, s_a, level, role, start=1, **_):  # the feet 30 px up, a little higher each frame
+        n = t - start
+        feet = torch.stack([torch.zeros(t), 30.0 + torch.arange(t, dtype=torch.float32)], dim=1)[start:]
+        return sprite[:, None].expand(-1, n, -1, -1, -1).clone(), feet[None]
+
+    monkeypatch.setattr(animator, "draw", flying)
+    refs = {n: cutout_canvas(stage.sprites[n], stage.standing * 80) for n in ("Qiqi", "Ren")}
+    s_a = torch.zeros(3, animator.config.cond_dim)
+    scene = start_scene(stage, "meadow", "day", ["Qiqi"], stage.sprites, pair=False)
+    frames, after = draw_turn(animator, stage, scene, ["Qiqi"], s_a, 3, refs, verb="fly_broom")
+    assert after.actors[0].lift == 30.0 + t - 1  # where the last frame left her
+    drawn_rows = np.nonzero(np.abs(frames[0].astype(int) - 90).sum(-1).any(-1))[0]
+    ground = stage.places[("meadow", "day")].ground * 80
+    assert drawn_rows.max() < ground - 25  # pasted above the ground line, not on it
+    again = LayeredScene.from_bytes(after.to_bytes())
+    assert again.actors[0].lift == after.actors[0].lift
+    np.testing.assert_array_equal(scene_frame(stage, again), frames[-1])  # the next turn starts where she flies
+    goes_on, later = draw_turn(animator, stage, again, ["Qiqi"], s_a, 3, refs, verb="fly_broom")
+    np.testing.assert_array_equal(goes_on[0], frames[-1])
+    bad = replace(after, actors=[replace(after.actors[0], lift=1e9)]).to_bytes()
+    with pytest.raises(ValueError, match="lift"):
+        LayeredScene.from_bytes(bad)
+    a = after.actors[0]  # a scene saved before scenes kept the lift: its characters on the ground
+    meta = {"place": after.place, "time": after.time, "camera": "0.0",
+            "actors": json.dumps([{"name": a.name, "x": a.x, "facing": a.facing, "verb": a.verb}])}
+    old = save_np({"sprite0": np.ascontiguousarray(a.sprite)}, meta)
+    assert LayeredScene.from_bytes(old).actors[0].lift == 0.0

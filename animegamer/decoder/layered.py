@@ -42,6 +42,7 @@ FOLLOW = 0.15  # a new shot's traveller starts this share of the width behind th
 INK = 0.25  # a sprite's coverage from which a pixel counts as the character's (apart: who covers whom)
 MARGIN_PX = 2.0  # the least gap apart leaves between two characters' ink
 MAX_ACTORS = 64  # a saved scene holds at most this many characters (a game's most)
+MAX_LIFT_PX = 1000.0  # a saved character's lift is a height in the picture, not anything a blob says
 MAX_LAYERS_BYTES = MAX_ACTORS * SPRITE_H * SPRITE_W * 4 + 64 * 1024  # a saved scene's blob: its sprites and header
 
 
@@ -53,6 +54,7 @@ class ActorLayer:
     facing: int  # +1 right, -1 left: the way the sprite faces
     # what it did last turn, in the pose it holds now: None as the stage stood it, "" a verb play did not read
     verb: str | None = None
+    lift: float = 0.0  # how far its feet are above the place's ground line now, in pixels (a broom flies ~40 up)
 
 
 @dataclass
@@ -66,9 +68,10 @@ class LayeredScene:
         return [a.name for a in self.actors]
 
     def to_bytes(self) -> bytes:
-        """The scene as one safetensors blob (the sprites) with its metadata (place, time, names, feet, facing, verb)."""
+        """The scene as one safetensors blob (the sprites) with its metadata (place, time, names, feet, facing, verb,
+        lift)."""
         meta = {"place": self.place, "time": self.time, "camera": repr(float(self.camera)),
-                "actors": json.dumps([{"name": a.name, "x": a.x, "facing": a.facing, "verb": a.verb}
+                "actors": json.dumps([{"name": a.name, "x": a.x, "facing": a.facing, "verb": a.verb, "lift": a.lift}
                                       for a in self.actors])}
         return save_np({f"sprite{i}": np.ascontiguousarray(a.sprite) for i, a in enumerate(self.actors)}, meta)
 
@@ -92,6 +95,9 @@ class LayeredScene:
             layers = []
             for i, a in enumerate(actors):
                 name, x, facing, verb = a["name"], float(a["x"]), a["facing"], a.get("verb")
+                lift = float(a.get("lift", 0.0))  # a game saved before scenes kept the lift: on the ground
+                if not np.isfinite(lift) or abs(lift) > MAX_LIFT_PX:
+                    raise ValueError(f"character {i}'s lift is not a height in the picture")
                 sprite = tensors[f"sprite{i}"]
                 if not isinstance(name, str) or not 0 < len(name) <= 64 or not np.isfinite(x) or facing not in (1, -1):
                     raise ValueError(f"character {i} is not a name, a column and a facing")
@@ -100,7 +106,7 @@ class LayeredScene:
                 if sprite.dtype != np.uint8 or sprite.shape != (SPRITE_H, SPRITE_W, 4):
                     raise ValueError(f"character {i}'s sprite is {sprite.dtype} {sprite.shape}, not uint8 "
                                      f"{(SPRITE_H, SPRITE_W, 4)}")
-                layers.append(ActorLayer(name, sprite, x, facing, verb))
+                layers.append(ActorLayer(name, sprite, x, facing, verb, lift))
         except (KeyError, ValueError, TypeError, AttributeError, SafetensorError, RecursionError) as e:
             raise ValueError(f"not a layered scene: {e}") from None
         if not (isinstance(place, str) and isinstance(time, str) and len(place) <= 64 and len(time) <= 64):
@@ -135,8 +141,9 @@ def standing_columns(w: int, n: int, pair: bool, verb: str | None) -> list[float
 def tracks_as_played(stage: Stage, place: str, time: str, sprites: list[np.ndarray], offsets: list[np.ndarray],
                      verb: str) -> np.ndarray:
     """uint8 (T, H, W, 3): characters' sprite tracks (uint8 (T, SPRITE_H, SPRITE_W, 4), facing as drawn; ``offsets``
-    (T, 2) their feet's move in pixels, +y up, from where each stands at frame 0) layered on the stage as play
-    shows a scene that starts: stood by ``start_scene``, the camera following the first who travels (``follow``).
+    (T, 2) in pixels: their feet's move from where each stands at frame 0, and their lift, +y up) layered on the
+    stage as play shows a scene that starts: stood by ``start_scene``, the camera following the first who travels
+    (``follow``).
     The world's shot of the same tracks has another camera (it pans over some) and other pixels; the level the
     world's quantiser reads from this one is the level play shows for that motion."""
     h, w = stage.size
@@ -200,7 +207,7 @@ def scene_frame(stage: Stage, scene: LayeredScene) -> np.ndarray:
     view = stage.places[(scene.place, scene.time)]
     ground = view.ground * stage.size[0]
     return _shot(view, [a.sprite[None] / 255.0 for a in scene.actors],
-                 [np.array([[a.x, ground]]) for a in scene.actors], np.array([scene.camera]))[0]
+                 [np.array([[a.x, ground - a.lift]]) for a in scene.actors], np.array([scene.camera]))[0]
 
 
 @cache
@@ -254,7 +261,7 @@ def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, actin
     for actor in scene.actors:
         if actor.name not in acts:
             sprites.append(np.repeat(actor.sprite[None] / 255.0, t, 0))
-            feet.append(np.tile([actor.x, ground], (t, 1)))
+            feet.append(np.tile([actor.x, ground - actor.lift], (t, 1)))
             after.append(actor)
             continue
         role = acts[actor.name]
@@ -270,12 +277,10 @@ def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, actin
             else:
                 actor = replace(actor, sprite=actor.sprite[:, ::-1].copy(), facing=-actor.facing)
         xs = np.clip(xs, lo, hi)
-        lift = lift.copy()
-        lift[-1] = 0.0  # the turn ends on the ground, where the next one starts (its frame 0 is this frame)
         sprites.append(drawn)
         feet.append(np.stack([xs, ground - lift], axis=1))
         after.append(ActorLayer(actor.name, np.clip((drawn[-1] * 255).round(), 0, 255).astype(np.uint8),
-                                float(xs[-1]), actor.facing, "" if verb is None else verb))
+                                float(xs[-1]), actor.facing, "" if verb is None else verb, float(lift[-1])))
     if start == 0 and not pair and len(acts) > 1:  # each drawn afresh, frame 0 too: nothing shown moves
         who = [i for i, a in enumerate(scene.actors) if a.name in acts]
         for i, x in zip(who, apart([feet[i][:, 0] for i in who], [sprites[i] for i in who], lo, hi)):
@@ -341,8 +346,8 @@ def follow(x: np.ndarray, camera: float, w: int, width: int, fresh: bool = False
 def _animate(animator: SpriteAnimator, actor: ActorLayer, role: int, s_a: torch.Tensor, level: int,
              reference: np.ndarray, start: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """-> the sprites (T, H, W, 4) in [0, 1] as seen (frame 0 the actor's own, or with ``start`` 0 drawn), the
-    feet's column (T,) and lift (T,) in pixels. ``reference``: the character's cut-out on the canvas, facing
-    right."""
+    feet's column (T,) and their lift above the ground line (T,) in pixels (frame 0's the actor's own with ``start``
+    1). ``reference``: the character's cut-out on the canvas, facing right."""
     canonical = _canonical_facing(role)
     mirror = actor.facing != canonical
     source = actor.sprite[:, ::-1] if mirror else actor.sprite
@@ -355,11 +360,15 @@ def _animate(animator: SpriteAnimator, actor: ActorLayer, role: int, s_a: torch.
     frames = torch.cat([first.to(dev), frames[0]]) if start else frames[0]
     frames = frames.permute(0, 2, 3, 1).cpu().numpy()  # (T, H, W, 4)
     offsets = offsets[0].cpu().numpy()
-    offsets = np.concatenate([np.zeros((1, 2), np.float32), offsets]) if start else offsets - offsets[:1]
+    # the feet's column moves from frame 0's; their lift is the animator's own, above the ground line (a broom
+    # flies ~40 px up from its first frame on)
+    offsets = (np.concatenate([np.array([[0.0, actor.lift]], np.float32), offsets]) if start
+               else offsets - np.array([offsets[0, 0], 0.0], np.float32))
     # whole pixels from where it stood: the shot is pasted at whole pixels, and the animator's ~0.1 px wobble of
     # a still character's feet, rounded against the place's grid instead, became a one-pixel jump whenever it stood
     # near a half pixel, which the level's flow reads as motion (a sleeper read two levels, docs/layers.md)
-    offsets = np.round(offsets)
+    offsets[:, 0] = np.round(offsets[:, 0])
+    offsets[:, 1] = actor.lift + np.round(offsets[:, 1] - actor.lift) if start else np.round(offsets[:, 1])
     if mirror:
         frames = frames[:, :, ::-1]
         offsets[:, 0] = -offsets[:, 0]

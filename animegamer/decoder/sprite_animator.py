@@ -438,9 +438,9 @@ class SpriteAnimator(nn.Module):
              chunk: int = 16, start: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
         """sprite and the character's reference cut-out (B, 4, H, W) in [0, 1] (premultiplied RGBA, facing as the
         role's track: right, a pair's partner left), s_a (B, N, D), level (B,), role (B,) -> frames start..T-1
-        (B, T', 4, H, W) in [0, 1] and the feet's move from frame 0 (B, T', 2) in pixels (``start`` 0: frame 0
-        drawn too, for an animator trained to, ``first_frame``). Deterministic: a character's verb at an adverb has
-        one motion in the world."""
+        (B, T', 4, H, W) in [0, 1] and the feet (B, T', 2) in pixels, x their move from frame 0, y their lift
+        (``start`` 0: frame 0 drawn too, for an animator trained to, ``first_frame``). Deterministic: a character's
+        verb at an adverb has one motion in the world."""
         cfg = self.config
         if not (start == 1 or (start == 0 and cfg.first_frame)):
             raise ValueError(f"draw(start={start}): frames from 1, or from 0 for an animator trained with first_frame")

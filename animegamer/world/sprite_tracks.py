@@ -51,8 +51,8 @@ class SpriteTrack:
     name: str
     role: int  # 0 alone, 1 the subject of a pair action, 2 its partner
     rgba: np.ndarray  # uint8 (T, SPRITE_H, SPRITE_W, 4): premultiplied colour and coverage
-    offset: np.ndarray  # float32 (T, 2): the feet's move from frame 0 in frame pixels (+x right, +y up); a pair's
-    # partner's from ``pair_gap_px(verb)`` right of its subject's start
+    offset: np.ndarray  # float32 (T, 2) in frame pixels: x the feet's move from frame 0 (+x right; a pair's
+    # partner's from ``pair_gap_px(verb)`` right of its subject's start), y their lift above the ground line (+y up)
     standing: np.ndarray  # uint8 (SPRITE_H, SPRITE_W, 4): the same character and look standing, front view
     body: np.ndarray  # float32 (T, 2, 3): where each frame puts the body (``sprite_body``)
     standing_body: np.ndarray  # float32 (2, 3): where the standing picture puts it
@@ -97,11 +97,13 @@ def verb_marks(spec: CharacterSpec, look: Look | None, pose: Pose, rgba: np.ndar
 
 
 def _offsets(track: list[ActorFrame], start: float | None = None) -> np.ndarray:
-    """(T, 2) the feet's move in frame pixels from ``start`` (None: from frame 0); frame 0's is zero."""
+    """(T, 2) the feet in frame pixels: x their move from ``start`` (None: from frame 0; frame 0's is zero), y their
+    lift above the ground line (a broom flies 35-45 px up from its first frame on: kept from frame 0 too, else play
+    flew every broom on the ground line, docs/layers.md)."""
     dx = np.array([f.dx for f in track]) * TRAVEL_SCALE * SCALE_PX  # shot._tracks' travel, in frame pixels
     dy = np.array([f.dy for f in track]) * SCALE_PX
-    out = np.stack([dx - (dx[0] if start is None else start), dy - dy[0]], axis=1).astype(np.float32)
-    out[0] = 0.0
+    out = np.stack([dx - (dx[0] if start is None else start), dy], axis=1).astype(np.float32)
+    out[0, 0] = 0.0
     return out
 
 
