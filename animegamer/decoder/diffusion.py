@@ -173,23 +173,6 @@ def draw_noise(shape: tuple[int, ...], config: DiffusionConfig, generator: torch
     return x.to(device)
 
 
-def video_frames(x: torch.Tensor, frame_groups: int = 1) -> torch.Tensor:
-    """Latents (B, F, g*C, h, w) packing g video frames each -> one latent per VIDEO frame
-    (B, F*g, C, h, w), a view in the packing order of autoencoder.pack_time (channel = j*C + c)."""
-    b, f, gc, h, w = x.shape
-    if gc % frame_groups:
-        raise ValueError(f"latent channels {gc} not divisible by frame_groups {frame_groups}")
-    return x.reshape(b, f * frame_groups, gc // frame_groups, h, w)
-
-
-def frame_mean(x: torch.Tensor, frame_groups: int = 1) -> torch.Tensor:
-    """The mean over VIDEO frames of latents (B, F, g*C, h, w) packing g frames each, repeated on every
-    frame (same shape): the part of ``x`` that all frames share. ``x - frame_mean(x)`` is what differs
-    from frame to frame."""
-    frames = video_frames(x, frame_groups)
-    return frames.mean(1, keepdim=True).expand_as(frames).reshape(x.shape)
-
-
 def v_target(x0: torch.Tensor, noise: torch.Tensor, alphas_cumprod_t: torch.Tensor) -> torch.Tensor:
     """v = sqrt(a) * eps - sqrt(1 - a) * x0 (Salimans & Ho 2022), a = alpha_bar_t per sample (B,)."""
     a = alphas_cumprod_t.reshape(-1, *([1] * (x0.dim() - 1))).to(x0.dtype)
