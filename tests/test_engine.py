@@ -324,9 +324,9 @@ def test_phase_runs_end_to_end_on_synthetic(tmp_path):
 @pytest.mark.skipif(os.environ.get("ANIMEGAMER_SLOW") != "1", reason="loads the real SmolLM2 (set ANIMEGAMER_SLOW=1)")
 def test_default_backbone_predicts():
     e = GameEngine(engine_config("default", rep_tokens=8)).eval()
-    s = synthetic_sessions(1, 3, 8, 384, seed=0)[0]
+    s = synthetic_sessions(1, 3, 8, e.cfg.rep_dim, seed=0)[0]
     p = e.predict(records(s)[:2], s[2]["instruction"], s[2]["states"])
-    assert p.s_a.shape == (8, 384) and p.motion_level in range(1, 6)
+    assert p.s_a.shape == (8, e.cfg.rep_dim) and p.motion_level in range(1, 6)
 
 
 VERBS = ("run", "walk", "sleep", "talk", "dance", "read", "wave", "play")

@@ -135,7 +135,10 @@ class EngineConfig:
 
 ENGINE_PRESETS: dict[str, EngineConfig] = {
     "tiny": EngineConfig(backbone="tiny", rep_tokens=8, rep_dim=16, lora_rank=4, lora_alpha=8.0),
-    "default": EngineConfig(backbone="default", rep_tokens=64, rep_dim=384, lora_rank=16, lora_alpha=32.0),
+    # the shipped engine's (animegamer/weights/default/engine): s_a of the shipped E_a (70 x 256; a data dir's own
+    # N and D win), 3 turns of history, the level taught at every history turn, s_a standardised
+    "default": EngineConfig(backbone="default", rep_tokens=70, rep_dim=256, lora_rank=16, lora_alpha=32.0, window=3,
+                            history_level_weight=1.0, rep_norm=True),
     "paper": EngineConfig(backbone="paper", rep_tokens=226, rep_dim=1920, lora_rank=32, lora_alpha=64.0,
                           gradient_checkpointing=True),
 }
