@@ -38,16 +38,28 @@ from animegamer.world.flow import MotionQuantizer, flow_magnitude
 from animegamer.world.sprite_tracks import row_tracks, session_lengths
 
 
-def measure(world_dir: str, n: int, model: Path, sprites: str | None = None) -> list[dict]:
+def setup(world_dir: str, n: int, model: Path, sprites: str | None) -> tuple:
+    """The stage, the animator, E_a's parts, the quantiser, the world and the ``n`` shots spread over it."""
     decoder_dir = model / "shot_decoder"
     stage = Stage.from_pretrained(decoder_dir / STAGE_DIR)
     animator = load_animator(sprites or str(decoder_dir / SPRITES_DIR)).eval()
-    parts = ActionParts(decoder_dir)
-    quant = MotionQuantizer.load()
     world = WorldDataset(world_dir)
-    lengths = session_lengths(world.rows)
     idx = np.linspace(0, len(world.rows) - 1, min(n, len(world.rows))).round().astype(int)
-    h, w = stage.size
+    return stage, animator, ActionParts(decoder_dir), MotionQuantizer.load(), world, idx
+
+
+def staged(stage: Stage, parts: ActionParts, row: dict, names: list[str]) -> tuple:
+    """Play's start of the shot from the stage: its scene, the true s_a of it and the characters' references."""
+    scene = framed(stage, start_scene(stage, row["place"], row["time"], names, stage.sprites,
+                                      pair=acts_as_pair(names, row["motion"]), verb=row["motion"]), names, row["motion"])
+    s_a = parts.encode(frames_from_uint8(scene_frame(stage, scene))[None], [row["motion_text"]])[0]
+    references = {c: cutout_canvas(stage.sprites[c], stage.standing * stage.size[0]) for c in names}
+    return scene, s_a, references
+
+
+def measure(world_dir: str, n: int, model: Path, sprites: str | None = None) -> list[dict]:
+    stage, animator, parts, quant, world, idx = setup(world_dir, n, model, sprites)
+    lengths = session_lengths(world.rows)
     out = []
     torch.manual_seed(0)
     for i in tqdm(idx, desc="shots"):
@@ -55,13 +67,9 @@ def measure(world_dir: str, n: int, model: Path, sprites: str | None = None) -> 
         true = world.frames(row)
         tracks = row_tracks(row, lengths[(int(row["seed"]), int(row["session"]))], true.shape[0])
         names = [tr.name for tr in tracks]
-        staged = start_scene(stage, row["place"], row["time"], names, stage.sprites,
-                             pair=acts_as_pair(names, row["motion"]), verb=row["motion"])
         oracle = tracks_as_played(stage, row["place"], row["time"], [tr.rgba for tr in tracks],
                                   [tr.offset for tr in tracks], row["motion"])
-        scene = framed(stage, staged, names, row["motion"])
-        s_a = parts.encode(frames_from_uint8(scene_frame(stage, scene))[None], [row["motion_text"]])[0]
-        references = {c: cutout_canvas(stage.sprites[c], stage.standing * h) for c in names}
+        scene, s_a, references = staged(stage, parts, row, names)
         with torch.no_grad():
             drawn = draw_turn(animator, stage, scene, names, s_a, int(row["motion_level"]), references,
                               verb=row["motion"])[0]
@@ -76,20 +84,12 @@ def measure(world_dir: str, n: int, model: Path, sprites: str | None = None) -> 
 
 def sweep(world_dir: str, n: int, model: Path, sprites: str | None = None) -> dict:
     """Each of ``n`` held-out shots drawn at asked levels 1..5 from the same true s_a, and the level read."""
-    decoder_dir = model / "shot_decoder"
-    stage = Stage.from_pretrained(decoder_dir / STAGE_DIR)
-    animator = load_animator(sprites or str(decoder_dir / SPRITES_DIR)).eval()
-    parts, quant, world = ActionParts(decoder_dir), MotionQuantizer.load(), WorldDataset(world_dir)
-    h = stage.size[0]
+    stage, animator, parts, quant, world, idx = setup(world_dir, n, model, sprites)
     recs = []
-    for i in tqdm(np.linspace(0, len(world.rows) - 1, min(n, len(world.rows))).round().astype(int), desc="shots"):
+    for i in tqdm(idx, desc="shots"):
         row = world.rows[i]
         names = list(row["characters"])
-        staged = start_scene(stage, row["place"], row["time"], names, stage.sprites,
-                             pair=acts_as_pair(names, row["motion"]), verb=row["motion"])
-        scene = framed(stage, staged, names, row["motion"])
-        s_a = parts.encode(frames_from_uint8(scene_frame(stage, scene))[None], [row["motion_text"]])[0]
-        references = {c: cutout_canvas(stage.sprites[c], stage.standing * h) for c in names}
+        scene, s_a, references = staged(stage, parts, row, names)
         read = []
         for level in range(1, 6):
             with torch.no_grad():
