@@ -129,8 +129,9 @@ def main() -> None:
                     "checkpoint (EMA weights)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--sweep", action="store_true", help="draw each shot at asked levels 1..5: does the level follow?")
+    ap.add_argument("--threads", type=int, default=2, help="1 beside a training run: small forwards on shared cores")
     args = ap.parse_args()
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     if args.sweep:
         res = sweep(args.world, args.n, Path(args.model), args.sprites)
         print({k: v for k, v in res.items() if k != "shots"})
