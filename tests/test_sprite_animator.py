@@ -772,3 +772,89 @@ def test_a_character_keeps_its_lift_from_one_turn_to_the_next_and_in_a_saved_sce
             "actors": json.dumps([{"name": a.name, "x": a.x, "facing": a.facing, "verb": a.verb}])}
     old = save_np({"sprite0": np.ascontiguousarray(a.sprite)}, meta)
     assert LayeredScene.from_bytes(old).actors[0].lift == 0.0
+
+
+def _two_ways(cfg: SpriteAnimatorConfig) -> dict[str, torch.Tensor]:
+    """Four tracks under the same conditions, played two ways: a square rises (tracks 0, 1) or sinks (2, 3) a pixel
+    a frame."""
+    batch = _batch(cfg, 4)
+    rgba = np.zeros_like(batch["rgba"].numpy())
+    for t in range(cfg.frames):
+        rgba[:2, t, 8 - t: 12 - t, 6:10] = rgba[2:, t, 8 + t: 12 + t, 6:10] = [200, 100, 50, 255]
+    batch["rgba"] = torch.from_numpy(rgba)
+    return batch
+
+
+def test_with_manner_codes_each_track_is_taught_in_its_best_code_and_play_draws_the_heads_choice(monkeypatch):
+    cfg = sprite_animator_preset("tiny", manners=2, standing_share=0.0, went_on_share=0.0, aug_max=0.0)
+    torch.manual_seed(0)
+    model = SpriteAnimator(SpriteAnimatorNet(cfg))
+    batch = _two_ways(cfg)
+    real, taught = model.frame, []
+
+    def frame(sprite, *args, manner=None, **kwargs):  # code 0 draws the square rising, code 1 sinking
+        drawn, offset, affines = real(sprite, *args, manner=manner, **kwargs)
+        if not torch.is_grad_enabled():  # the search over codes runs without gradient
+            index = args[3]
+            ways = torch.stack([to_unit(batch["rgba"][0]), to_unit(batch["rgba"][2])])  # (2, T, 4, H, W)
+            drawn = ways[manner, index]
+        else:
+            taught.append(manner.clone())
+        return drawn, offset, affines
+
+    monkeypatch.setattr(model, "frame", frame)
+    loss, logs = model(batch)
+    assert torch.equal(taught[-1], torch.tensor([0, 0, 1, 1]).repeat_interleave(cfg.frames_per_track))
+    assert logs["manner_entropy"] == pytest.approx(np.log(2)) and logs["manner_gain"] > 0
+    assert "prior_ce" in logs and loss.requires_grad
+    # the head learns which code the conditions need; play draws the whole shot in the head's code
+    words = torch.randn(2, 1, cfg.cond_dim)
+    s_a = words.repeat_interleave(2, dim=0).expand(4, 3, cfg.cond_dim).clone()  # the sinking tracks' words differ
+    batch["s_a"] = s_a
+    opt = torch.optim.AdamW(model.net.manner_head.parameters(), lr=1e-2)
+    for _ in range(60):
+        loss, logs = model(batch)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert logs["prior_acc"] == 1.0
+    drawn_in = []
+
+    def spy(*args, manner=None, **kwargs):
+        drawn_in.append(manner.clone())
+        return real(*args, manner=manner, **kwargs)
+
+    monkeypatch.setattr(model, "frame", spy)
+    model.eval()
+    first = to_unit(batch["rgba"][:, 0])
+    model.draw(first, first, s_a, torch.full((4,), 3), torch.zeros(4, dtype=torch.long), chunk=1000)
+    assert torch.equal(drawn_in[0], torch.tensor([0, 0, 1, 1]).repeat_interleave(cfg.frames - 1))
+    with pytest.raises(ValueError, match="manners 0"):
+        sprite_animator_preset("tiny", manners=1)
+
+
+def test_a_shot_played_in_another_manner_keeps_its_words_and_moves_otherwise():
+    index, turn = _turn({"wave", "dance", "walk", "jump"})
+    row = {"seed": 3, "session": index, "turn": turn.turn, "split": "train", "motion": turn.action.verb,
+           "adverb": turn.action.adverb, "characters": list(turn.action.characters)}
+    other = "wildly" if turn.action.adverb != "wildly" else "slowly"
+    own, twin = row_tracks(row, 5), row_tracks(dict(row, manner=other), 5)
+    assert [t.name for t in own] == [t.name for t in twin]
+    assert not np.array_equal(own[0].rgba, twin[0].rgba)  # the same words, another motion
+    assert np.array_equal(own[0].rgba, row_tracks(dict(row, manner=turn.action.adverb), 5)[0].rgba)
+    with pytest.raises(ValueError, match="not an adverb"):
+        row_tracks(dict(row, manner="sideways"), 5)
+
+
+def test_train_sprites_with_manner_twins_and_codes(tmp_path, capsys):
+    world = tmp_path / "world"
+    render_dataset(RenderConfig(sessions=2, turns=3, seed=5, workers=1), world, progress=False)
+    net = json.dumps({"manners": 2, "manner_twins": True})
+    assert cli_main(["train", "sprites", "--preset", "tiny", "--data", str(world), "--out", str(tmp_path / "run"),
+                     "--render-workers", "1", "--no-progress", "--net", net, "--steps", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "played in another manner read another level" in out
+    model = SpriteAnimator.from_pretrained(tmp_path / "run")
+    assert model.config.manners == 2 and model.config.manner_twins
+    logs = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert logs and "manner_entropy" in logs[-1] and "prior_ce" in logs[-1]

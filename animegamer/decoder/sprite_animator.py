@@ -107,6 +107,18 @@ class SpriteAnimatorConfig:
     # pose at frame 0, as the world's shots start, instead of the stage's standing cut-out, whose jump to the pose
     # at frame 1 read as one or two levels more motion than asked (docs/layers.md)
     first_frame: bool = True
+    # several motions per condition: the same words at the same level stand for several ways to play them (a
+    # "gently" twin at level 3, a "wildly" one; docs/layers.md, "Twins played in another manner"), and a regressor
+    # drew their mean, calmer than any. With ``manners`` > 0 the network takes one of that many learnt manner codes
+    # in its embedding; training grades each track under every code and teaches only the best one (multiple-choice
+    # learning), and a small head learns which code the conditions (s_a, level, role) mostly need; play draws the
+    # whole shot with that code, so a shot is one motion, not an average. 0: no codes
+    manners: int = 0
+    manner_init: float = 0.2  # the codes' embeddings start this far apart (std): all draw nearly as before
+    prior_weight: float = 0.1  # the code head's cross-entropy against the best code
+    # training data: each shot also played in another manner (``training/phase_sprites.manner_twins``): the same
+    # words at another level, so the level, not only the words, says how much the character moves
+    manner_twins: bool = False
 
     def __post_init__(self) -> None:
         self.channels = tuple(int(c) for c in self.channels)
@@ -122,6 +134,8 @@ class SpriteAnimatorConfig:
             raise ValueError(f"SpriteAnimatorConfig: channels must be multiples of 8 and of heads, blocks >= 1, got "
                              f"{self.channels}, {self.heads}, {self.blocks}")
         shares = (self.standing_share, self.went_on_share)
+        if self.manners < 0 or self.manners == 1:
+            raise ValueError(f"SpriteAnimatorConfig: manners 0 (none) or >= 2, got {self.manners}")
         if not 1 <= self.frames_per_track <= self.frames - 1 or min(shares) < 0 or sum(shares) > 1:
             raise ValueError(f"SpriteAnimatorConfig: frames_per_track in 1..{self.frames - 1}, standing_share and "
                              f"went_on_share >= 0 summing to <= 1, got {self.frames_per_track}, {shares}")
@@ -167,6 +181,11 @@ class SpriteAnimatorNet(nn.Module):
         self.role_emb = nn.Embedding(cfg.roles, e)
         self.cond_proj = nn.Sequential(nn.LayerNorm(cfg.cond_dim), nn.Linear(cfg.cond_dim, e))
         self.cond_norm = nn.LayerNorm(cfg.cond_dim)
+        if cfg.manners:
+            self.manner_emb = nn.Embedding(cfg.manners, e)
+            nn.init.normal_(self.manner_emb.weight, std=cfg.manner_init)
+            self.manner_head = nn.Sequential(nn.Linear(cfg.cond_dim + cfg.levels + 1 + cfg.roles, e), nn.SiLU(),
+                                             nn.Linear(e, e), nn.SiLU(), nn.Linear(e, cfg.manners))
         c0 = cfg.channels[0]
         self.conv_in = nn.Conv2d((8 if cfg.reference else 4) * s * s, c0, 3, padding=1)
         self.down, self.downsample, self.up, self.up_conv = (nn.ModuleList() for _ in range(4))
@@ -200,8 +219,16 @@ class SpriteAnimatorNet(nn.Module):
             if cfg.reference_warp:
                 self.conv_out.bias[(OUT_CHANNELS + 2) * s * s:] = REFERENCE_MASK_BIAS
 
+    def manner_logits(self, s_a: torch.Tensor, level: torch.Tensor, role: torch.Tensor) -> torch.Tensor:
+        """(B, manners): which manner code the conditions mostly need (trained against the best code)."""
+        cfg = self.config
+        x = torch.cat([F.layer_norm(s_a.float().mean(dim=1), (cfg.cond_dim,)),
+                       F.one_hot(level.long(), cfg.levels + 1).float(), F.one_hot(role.long(), cfg.roles).float()], -1)
+        return self.manner_head(x)
+
     def forward(self, sprite: torch.Tensor, reference: torch.Tensor | None, s_a: torch.Tensor, level: torch.Tensor,
-                index: torch.Tensor, role: torch.Tensor, aug: torch.Tensor) -> tuple[torch.Tensor, ...]:
+                index: torch.Tensor, role: torch.Tensor, aug: torch.Tensor,
+                manner: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
         cfg = self.config
         if cfg.reference:
             if reference is None:
@@ -209,6 +236,10 @@ class SpriteAnimatorNet(nn.Module):
             sprite = torch.cat([sprite, reference], dim=1)
         emb = (self.aug_mlp(fourier(aug, cfg.emb_dim)) + self.level_emb(level) + self.index_emb(index)
                + self.role_emb(role) + self.cond_proj(s_a.mean(dim=1)))
+        if cfg.manners:
+            if manner is None:
+                raise ValueError("this sprite animator draws in one of its manner codes: pass one")
+            emb = emb + self.manner_emb(manner)
         emb = F.silu(emb)  # (M, E)
         cond = self.cond_norm(s_a)  # (M, N, D)
         x = self.conv_in(F.pixel_unshuffle(sprite, cfg.stem))
@@ -248,9 +279,10 @@ def load_into(model: "SpriteAnimator", state: dict[str, torch.Tensor]) -> None:
         state[w] = torch.cat([state[w], state[w][:2 * ss], mask_w])  # the reference's flow starts as the input's
         state[b] = torch.cat([state[b], state[b][:2 * ss], mask_b])
     missing = set(own) - set(state)
-    if missing - {k for k in own if k.startswith("net.body.")}:
+    if missing - {k for k in own if k.startswith(("net.body.", "net.manner_"))}:
         raise ValueError(f"--init: the weights lack {sorted(missing)[:4]}")
-    state.update({k: own[k] for k in missing})  # a run without the body warp gains one at zero: no move
+    # a run without the body warp gains one at zero (no move); without manner codes, codes near zero
+    state.update({k: own[k] for k in missing})
     model.load_state_dict({k: v.float() for k, v in state.items()})
 
 
@@ -325,16 +357,17 @@ class SpriteAnimator(nn.Module):
     def frame(self, sprite: torch.Tensor, reference: torch.Tensor | None, s_a: torch.Tensor, level: torch.Tensor,
               index: torch.Tensor, role: torch.Tensor, aug: torch.Tensor, seen: torch.Tensor | None = None,
               mode: str = "bilinear", body: tuple[torch.Tensor, torch.Tensor] | None = None,
+              manner: torch.Tensor | None = None,
               ) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
         """sprite and reference (M, 4, H, W) in [0, 1] -> (the drawn sprite (M, 4, H, W) in [0, 1], the feet's move
         (M, 2) in pixels, +x right, +y up, and with ``body_warp`` the body's backward affines (M, 2, 3) from the
         input and from the reference, else None). ``seen``: the network's view of the input (noise-augmented in
         training); ``body``: the affines to move the input and the reference along instead of the network's (the
-        world's, in training: ``true_body``)."""
+        world's, in training: ``true_body``); ``manner`` (M,): the manner code of each frame (``manners``)."""
         cfg = self.config
         seen = sprite if seen is None else seen
         offset, flow, mask, paint, *ref = self.net(seen * 2 - 1, None if reference is None else reference * 2 - 1,
-                                                   s_a, level, index, role, aug)
+                                                   s_a, level, index, role, aug, manner)
         affines = body_affines(ref[2], cfg.height, cfg.width, cfg.offset_scale) if cfg.body_warp else None
         along = body if body is not None else affines
         moved = warp(sprite, flow.float() * cfg.flow_scale, mode, None if along is None else along[0])
@@ -386,19 +419,29 @@ class SpriteAnimator(nn.Module):
             source_body = torch.where(standing[:, None, None], batch["standing_body"], batch["body"][:, 0])
             source_body = torch.where(went_on[:, None, None], batch["donor_last_body"], source_body)
             truth = (true_affine(rep(source_body), body_t), true_affine(rep(batch["standing_body"]), body_t))
-        drawn, offset, affines = self.frame(source_r, rep(reference) if cfg.reference else None,
-                                            rep(batch["s_a"].float()), rep(batch["motion_level"].long()),
-                                            index.flatten(), rep(batch["role"].long()), rep(aug), rep(seen),
-                                            body=truth if cfg.true_body else None)
         moving = ((target - source_r).abs().amax(dim=1, keepdim=True) > 0.05).float()
         weight = 1 + cfg.moving_weight * moving
         if cfg.mark_weight and "marks" in truths:
             weight = weight + cfg.mark_weight * truths["marks"][track, index].flatten(0, 1)[:, None].float() / 255
         weight = weight / weight.mean(dim=(1, 2, 3), keepdim=True)
+        args = (source_r, rep(reference) if cfg.reference else None, rep(batch["s_a"].float()),
+                rep(batch["motion_level"].long()), index.flatten(), rep(batch["role"].long()), rep(aug), rep(seen))
+        body_in = truth if cfg.true_body else None
+        manner_logs: dict[str, float] = {}
+        manner = None
+        if cfg.manners:
+            manner, manner_logs = self.best_manner(batch, args, body_in, target, weight, offset_true)
+        drawn, offset, affines = self.frame(*args, body=body_in, manner=None if manner is None else rep(manner))
         picture = ((drawn - target).abs() * weight).mean()
         copy = ((source_r - target).abs() * weight).mean()  # what copying the input would cost: learning is the gap
         feet = (offset - offset_true).abs().mean() / cfg.offset_scale
         loss = picture + cfg.offset_weight * feet
+        if manner is not None:  # the head learns which code the conditions mostly need
+            logits = self.net.manner_logits(batch["s_a"], batch["motion_level"], batch["role"])
+            prior = F.cross_entropy(logits.float(), manner)
+            loss = loss + cfg.prior_weight * prior
+            manner_logs |= {"prior_ce": float(prior.detach()),
+                            "prior_acc": float((logits.argmax(-1) == manner).float().mean())}
         logs = {"picture": float(picture.detach()), "copy": float(copy), "feet": float(feet.detach()),
                 "feet_still": float(offset_true.abs().mean() / cfg.offset_scale)}
         if affines is not None and truth is not None:  # the body's move, against where the world put the body
@@ -406,7 +449,35 @@ class SpriteAnimator(nn.Module):
             body = (affine_error(affines[0], truth[0], coverage) + affine_error(affines[1], truth[1], coverage)) / 2
             loss = loss + cfg.body_weight * body / cfg.offset_scale
             logs["body_px"] = float(body.detach())
-        return loss, {"loss": float(loss.detach()), **logs}
+        return loss, {"loss": float(loss.detach()), **logs, **manner_logs}
+
+    @torch.no_grad()
+    def best_manner(self, batch: dict[str, torch.Tensor], args: tuple[torch.Tensor | None, ...],
+                    body: tuple[torch.Tensor, torch.Tensor] | None, target: torch.Tensor, weight: torch.Tensor,
+                    offset_true: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+        """long (B,): per track, the manner code whose drawing of its frames (``args`` of ``frame``, K frames a
+        track) costs least (the picture's weighted L1 and the feet's), and logs: how often each code wins, as an
+        entropy (nats: log(manners) when all are used), and the gain of the best code over the mean code."""
+        cfg, b = self.config, batch["rgba"].shape[0]
+        costs = []
+        for code in range(cfg.manners):
+            manner = torch.full((target.shape[0],), code, device=target.device, dtype=torch.long)
+            drawn, offset, _ = self.frame(*args, body=body, manner=manner)
+            cost = ((drawn - target).abs() * weight).mean(dim=(1, 2, 3)) + cfg.offset_weight * (
+                offset - offset_true).abs().mean(dim=1) / cfg.offset_scale
+            costs.append(cost.float().reshape(b, -1).mean(dim=1))
+        costs_t = torch.stack(costs, dim=1)  # (B, manners)
+        best = costs_t.argmin(dim=1)
+        share = torch.bincount(best, minlength=cfg.manners).float() / b
+        entropy = -(share * share.clamp_min(1e-9).log()).sum()
+        return best, {"manner_entropy": float(entropy),
+                      "manner_gain": float((costs_t.mean(dim=1) - costs_t.min(dim=1).values).mean())}
+
+    def likely_manner(self, s_a: torch.Tensor, level: torch.Tensor, role: torch.Tensor) -> torch.Tensor | None:
+        """long (B,): the manner code the conditions mostly need (None for an animator without codes)."""
+        if not self.config.manners:
+            return None
+        return self.net.manner_logits(s_a, level, role).argmax(dim=-1)
 
     def targets(self, batch: dict[str, torch.Tensor], unseen: torch.Tensor) -> dict[str, torch.Tensor]:
         """Per track, the frames it is graded against (``rgba``, ``offset``, ``body``, ``marks``): the shot's own,
@@ -426,21 +497,23 @@ class SpriteAnimator(nn.Module):
         (B,)): what a scene that goes on starts from in play (``decoder/layered.py``)."""
         first = to_unit(batch["donor_first"][rows])
         n = first.shape[0]
-        last, _, _ = self.frame(first, reference[rows] if self.config.reference else None,
-                                batch["donor_s_a"][rows].float(), batch["donor_level"][rows].long(),
-                                torch.full((n,), self.config.frames - 1, device=first.device),
-                                batch["donor_role"][rows].long(), torch.zeros(n, device=first.device))
+        s_a, level = batch["donor_s_a"][rows].float(), batch["donor_level"][rows].long()
+        role = batch["donor_role"][rows].long()
+        last, _, _ = self.frame(first, reference[rows] if self.config.reference else None, s_a, level,
+                                torch.full((n,), self.config.frames - 1, device=first.device), role,
+                                torch.zeros(n, device=first.device), manner=self.likely_manner(s_a, level, role))
         return last.clamp(0, 1)
 
     @torch.no_grad()
     def draw(self, sprite: torch.Tensor, reference: torch.Tensor | None, s_a: torch.Tensor, level: torch.Tensor,
              role: torch.Tensor, aug: float = 0.0, mode: str = "bicubic",
-             chunk: int = 16, start: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+             chunk: int = 16, start: int = 1, manner: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """sprite and the character's reference cut-out (B, 4, H, W) in [0, 1] (premultiplied RGBA, facing as the
         role's track: right, a pair's partner left), s_a (B, N, D), level (B,), role (B,) -> frames start..T-1
         (B, T', 4, H, W) in [0, 1] and the feet (B, T', 2) in pixels, x their move from frame 0, y their lift
         (``start`` 0: frame 0 drawn too, for an animator trained to, ``first_frame``). Deterministic: a character's
-        verb at an adverb has one motion in the world."""
+        verb at an adverb has one motion in the world; with ``manners`` the whole shot in one code, ``manner`` (B,) or
+        the one the conditions mostly need)."""
         cfg = self.config
         if not (start == 1 or (start == 0 and cfg.first_frame)):
             raise ValueError(f"draw(start={start}): frames from 1, or from 0 for an animator trained with first_frame")
@@ -450,11 +523,15 @@ class SpriteAnimator(nn.Module):
         sprite_r, s_a_r, level_r, role_r = rep(sprite), rep(s_a.float()), rep(level.long()), rep(role.long())
         ref_r = rep(reference) if self.config.reference else None
         aug_r = torch.full((b * t,), float(aug), device=sprite.device)
+        if cfg.manners and manner is None:
+            manner = self.likely_manner(s_a, level, role)
+        manner_r = None if manner is None else rep(manner.long())
         drawn, offsets = [], []
         for i in range(0, b * t, chunk):
             d, o, _ = self.frame(sprite_r[i:i + chunk], None if ref_r is None else ref_r[i:i + chunk],
                                  s_a_r[i:i + chunk], level_r[i:i + chunk], index[i:i + chunk], role_r[i:i + chunk],
-                                 aug_r[i:i + chunk], mode=mode)
+                                 aug_r[i:i + chunk], mode=mode,
+                                 manner=None if manner_r is None else manner_r[i:i + chunk])
             drawn.append(d)
             offsets.append(o)
         return (torch.cat(drawn).reshape(b, t, 4, *sprite.shape[-2:]).clamp(0, 1),

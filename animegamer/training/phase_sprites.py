@@ -47,6 +47,7 @@ from animegamer.training.action_parts import (
 )
 from animegamer.training.loop import TrainConfig, train
 from animegamer.world.flow import MotionQuantizer, flow_magnitude
+from animegamer.world.motion_catalog import load_motions
 from animegamer.world.sprite_tracks import FRAME_H, SpriteTrack, row_tracks, session_lengths, shot_phase
 
 PRESETS: dict[str, TrainConfig] = {
@@ -115,28 +116,87 @@ def sprite_tensors(rows: list[dict[str, Any]], n_frames: int, workers: int = 2, 
                          {f: _stack(at_zero, f) for f in ("rgba", "offset", "body", "marks")} if canonical else None)
 
 
-def played_levels(rows: list[dict[str, Any]], sprites: SpriteTensors, stage: Stage,
-                  progress: bool = True) -> torch.Tensor:
+_PLAYED: dict[str, Any] = {}  # a worker's stage and quantiser (``played_levels``)
+
+
+def _init_played(stage: Stage) -> None:
+    torch.set_num_threads(1)
+    _PLAYED.update(stage=stage, quant=MotionQuantizer.load())
+
+
+def _played_level(job: tuple[str, str, list[np.ndarray], list[np.ndarray], str]) -> int:
+    place, time, rgba, offset, motion = job
+    return _PLAYED["quant"].level(flow_magnitude(tracks_as_played(_PLAYED["stage"], place, time, rgba, offset, motion)))
+
+
+def played_levels(rows: list[dict[str, Any]], sprites: SpriteTensors, stage: Stage, progress: bool = True,
+                  workers: int = 1) -> torch.Tensor:
     """long (N,): each shot's motion level as play shows its true tracks (``layered.tracks_as_played``: the stage's
-    place, play's camera), read by the world's quantiser, the one its labels come from. The animator learns to
-    draw the level asked as the player will see it: labelled with the world shot's level, it learnt the world's
-    camera too (a pan moves a still character against the place; play does not pan), and the level read from
-    its drawings missed the one asked in 0.19 of held-out shots even where it drew the true tracks exactly
-    (docs/layers.md, "The level through the network"). A shot whose tracks could not be re-planned, or in a place
-    the stage has no picture of, keeps the world's level."""
-    quant = MotionQuantizer.load()
+    place, play's camera), read by the world's quantiser, the one its labels come from, over ``workers`` processes.
+    The animator learns to draw the level asked as the player will see it: labelled with the world shot's level,
+    it learnt the world's camera too (a pan moves a still character against the place; play does not pan), and
+    the level read from its drawings missed the one asked in 0.19 of held-out shots even where it drew the true
+    tracks exactly (docs/layers.md, "The level through the network"). A shot whose tracks could not be re-planned,
+    or in a place the stage has no picture of, keeps the world's level."""
     levels = torch.tensor([int(r["motion_level"]) for r in rows])
     by_shot: dict[int, list[int]] = {}
     for m, shot in enumerate(sprites.shot.tolist()):
         by_shot.setdefault(shot, []).append(m)
-    for shot, members in tqdm(sorted(by_shot.items()), desc="levels as played", disable=not progress):
-        row = rows[shot]
-        if (row["place"], row["time"]) not in stage.places:  # a place the stage has no picture of: as labelled
-            continue
-        frames = tracks_as_played(stage, row["place"], row["time"], [sprites.rgba[m].numpy() for m in members],
-                                  [sprites.offset[m].numpy() for m in members], row["motion"])
-        levels[shot] = quant.level(flow_magnitude(frames))
+    shots = [shot for shot in sorted(by_shot) if (rows[shot]["place"], rows[shot]["time"]) in stage.places]
+    jobs = ((rows[shot]["place"], rows[shot]["time"], [sprites.rgba[m].numpy() for m in by_shot[shot]],
+             [sprites.offset[m].numpy() for m in by_shot[shot]], rows[shot]["motion"]) for shot in shots)
+    bar = dict(total=len(shots), desc="levels as played", disable=not progress)
+    if workers <= 1:
+        _init_played(stage)
+        read = [_played_level(job) for job in tqdm(jobs, **bar)]
+    else:
+        with mp.get_context("spawn").Pool(workers, _init_played, (stage,)) as pool:
+            read = list(tqdm(pool.imap(_played_level, jobs, chunksize=4), **bar))
+    levels[shots] = torch.tensor(read, dtype=torch.long)
     return levels
+
+
+def manner_twins(rows: list[dict[str, Any]], levels: torch.Tensor, stage: Stage, n_frames: int, workers: int = 2,
+                 progress: bool = True, canonical: bool = False,
+                 seed: int = 0) -> tuple[list[int], SpriteTensors, torch.Tensor]:
+    """Each shot played again as another adverb plays it (``world/sprite_tracks.played_as``: its speed and
+    amplitude), its words unchanged, kept where the level play reads from it moved from the shot's own
+    (``levels``): (the source row of each kept twin, the twins' tracks, their levels as played). In the world's
+    films the words fix the manner, so the level says nothing the words do not, and a network trained on them
+    learnt to follow the words alone; the twins show the same words at other levels (docs/layers.md, "Twins played
+    in another manner")."""
+    rng = np.random.default_rng(seed)
+    words = sorted(w for w in load_motions()[1])
+    twins = []
+    for row in rows:
+        others = [w for w in words if w != row["adverb"]]
+        twins.append(dict(row, manner=others[int(rng.integers(len(others)))]))
+    sprites = sprite_tensors(twins, n_frames, workers, progress, canonical)
+    twin_levels = played_levels(twins, sprites, stage, progress, workers)
+    moved = twin_levels != levels
+    keep = moved[sprites.shot]
+    kept_shots = sorted(set(sprites.shot[keep].tolist()))
+    renumber = torch.full((len(rows),), -1, dtype=torch.long)
+    renumber[kept_shots] = torch.arange(len(kept_shots))
+    return kept_shots, select_tracks(sprites, keep, renumber), twin_levels[kept_shots]
+
+
+def select_tracks(sprites: SpriteTensors, keep: torch.Tensor, renumber: torch.Tensor) -> SpriteTensors:
+    """The tracks ``keep`` (bool (M,)), their shots renumbered by ``renumber`` (old shot -> new)."""
+    canonical = {k: v[keep] for k, v in sprites.canonical.items()} if sprites.canonical else None
+    return SpriteTensors(sprites.rgba[keep], sprites.standing[keep], sprites.offset[keep], sprites.role[keep],
+                         renumber[sprites.shot[keep]], sprites.skipped, sprites.body[keep], sprites.standing_body[keep],
+                         sprites.marks[keep], canonical)
+
+
+def join_tracks(a: SpriteTensors, b: SpriteTensors, b_shot_offset: int) -> SpriteTensors:
+    """The tracks of ``a`` then ``b``, ``b``'s shots numbered from ``b_shot_offset``."""
+    cat = lambda x, y: torch.cat([x, y])  # noqa: E731
+    canonical = ({k: cat(a.canonical[k], b.canonical[k]) for k in a.canonical}
+                 if a.canonical and b.canonical else None)
+    return SpriteTensors(cat(a.rgba, b.rgba), cat(a.standing, b.standing), cat(a.offset, b.offset), cat(a.role, b.role),
+                         cat(a.shot, b.shot + b_shot_offset), a.skipped + b.skipped, cat(a.body, b.body),
+                         cat(a.standing_body, b.standing_body), cat(a.marks, b.marks), canonical)
 
 
 def look_groups(standing: torch.Tensor) -> list[list[int]]:
@@ -220,10 +280,18 @@ def run(args: argparse.Namespace) -> int:
     # the stage play will show these characters on: the decoder's own, else the one `model pack` draws
     stage = (Stage.from_pretrained(decoder_dir / STAGE_DIR) if (decoder_dir / STAGE_DIR).is_dir()
              else world_stage((FRAME_H, FRAME_H * 3 // 2)))  # the tracks are drawn for 96-pixel frames
-    levels = played_levels(shots.rows, sprites, stage, cfg.progress)
+    levels = played_levels(shots.rows, sprites, stage, cfg.progress, args.render_workers)
     moved = (levels != shots.levels).float()
     print(f"[sprites] levels as play shows them: {moved.mean():.3f} of shots read another level than the "
           f"world's (mean {float((levels - shots.levels).float().mean()):+.3f})")
+    if net_cfg.manner_twins:
+        sources, twins, twin_levels = manner_twins(shots.rows, levels, stage, shots.frames.shape[1],
+                                                   args.render_workers, cfg.progress, net_cfg.canonical_start, cfg.seed)
+        print(f"[sprites] {len(sources)} of {len(shots.rows)} shots played in another manner read another level: "
+              f"{len(twins.role)} more tracks, the same words at another level")
+        sprites = join_tracks(sprites, twins, len(shots.rows))
+        s_a = torch.cat([s_a, s_a[sources]])
+        levels = torch.cat([levels, twin_levels])
     data = SpriteShots(sprites, s_a, levels, cfg.seed)
     print(f"[sprites] {len(data.looks)} character looks, {len(sprites.role) / len(data.looks):.1f} tracks each: a "
           f"scene that goes on is trained from another track of the same look")
