@@ -281,7 +281,8 @@ def load_into(model: "SpriteAnimator", state: dict[str, torch.Tensor]) -> None:
     missing = set(own) - set(state)
     if missing - {k for k in own if k.startswith(("net.body.", "net.manner_"))}:
         raise ValueError(f"--init: the weights lack {sorted(missing)[:4]}")
-    # a run without the body warp gains one at zero (no move); without manner codes, codes near zero
+    # a run without the body warp gains one at zero (no move); without manner codes, codes a little apart
+    # (``manner_init``) and a fresh head
     state.update({k: own[k] for k in missing})
     model.load_state_dict({k: v.float() for k, v in state.items()})
 

@@ -181,22 +181,23 @@ def manner_twins(rows: list[dict[str, Any]], levels: torch.Tensor, stage: Stage,
     return kept_shots, select_tracks(sprites, keep, renumber), twin_levels[kept_shots]
 
 
+TRACK_FIELDS = ("rgba", "standing", "offset", "role", "body", "standing_body", "marks")  # per track, beside its shot
+
+
 def select_tracks(sprites: SpriteTensors, keep: torch.Tensor, renumber: torch.Tensor) -> SpriteTensors:
     """The tracks ``keep`` (bool (M,)), their shots renumbered by ``renumber`` (old shot -> new)."""
     canonical = {k: v[keep] for k, v in sprites.canonical.items()} if sprites.canonical else None
-    return SpriteTensors(sprites.rgba[keep], sprites.standing[keep], sprites.offset[keep], sprites.role[keep],
-                         renumber[sprites.shot[keep]], sprites.skipped, sprites.body[keep], sprites.standing_body[keep],
-                         sprites.marks[keep], canonical)
+    return dataclasses.replace(sprites, **{f: getattr(sprites, f)[keep] for f in TRACK_FIELDS},
+                               shot=renumber[sprites.shot[keep]], canonical=canonical)
 
 
 def join_tracks(a: SpriteTensors, b: SpriteTensors, b_shot_offset: int) -> SpriteTensors:
     """The tracks of ``a`` then ``b``, ``b``'s shots numbered from ``b_shot_offset``."""
-    cat = lambda x, y: torch.cat([x, y])  # noqa: E731
-    canonical = ({k: cat(a.canonical[k], b.canonical[k]) for k in a.canonical}
+    canonical = ({k: torch.cat([a.canonical[k], b.canonical[k]]) for k in a.canonical}
                  if a.canonical and b.canonical else None)
-    return SpriteTensors(cat(a.rgba, b.rgba), cat(a.standing, b.standing), cat(a.offset, b.offset), cat(a.role, b.role),
-                         cat(a.shot, b.shot + b_shot_offset), a.skipped + b.skipped, cat(a.body, b.body),
-                         cat(a.standing_body, b.standing_body), cat(a.marks, b.marks), canonical)
+    return dataclasses.replace(a, **{f: torch.cat([getattr(a, f), getattr(b, f)]) for f in TRACK_FIELDS},
+                               shot=torch.cat([a.shot, b.shot + b_shot_offset]), skipped=a.skipped + b.skipped,
+                               canonical=canonical)
 
 
 def look_groups(standing: torch.Tensor) -> list[list[int]]:
