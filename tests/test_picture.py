@@ -103,14 +103,33 @@ def test_frames_module_learns_a_fixed_batch():
     assert PRESETS["default"].train.steps > PRESETS["tiny"].train.steps
 
 
-def test_train_frames_cli_end_to_end(tmp_path):
+def test_train_frames_cli_end_to_end(tmp_path, capsys):
     from animegamer.cli import main
     from animegamer.world.dataset import RenderConfig, render_dataset
 
     world = tmp_path / "world"
-    render_dataset(RenderConfig(sessions=20, turns=1, height=48, width=72, workers=1), world, progress=False)
+    # the evaluator's data: some verbs of one done by two side by side
+    render_dataset(RenderConfig(sessions=20, turns=1, height=48, width=72, workers=1, groups=0.5), world,
+                   progress=False)
     out = tmp_path / "frames"
     assert main(["train", "frames", "--preset", "tiny", "--data", str(world), "--out", str(out), "--no-progress"]) == 0
     m = json.loads((out / "final" / "metrics.json").read_text())["eval"]
     assert m["heldout_shots"] > 0 and all(0 <= m[k] <= 1 for k in ("character", "place", "time"))
+    assert sum(c["shots"] for c in m["character_by_cast"].values()) == m["heldout_shots"]
     assert FrameClassifier.find(out) == out / "final" / "frame_classifier"
+
+    # --init fine-tunes a classifier: it starts from its weights, and one of other classes is refused
+    first = FrameClassifier.from_pretrained(FrameClassifier.find(out))
+    again = tmp_path / "again"
+    assert main(["train", "frames", "--preset", "tiny", "--data", str(world), "--out", str(again), "--no-progress",
+                 "--init", str(FrameClassifier.find(out)), "--steps", "1", "--lr", "1e-12", "--warmup-steps", "0"]) == 0
+    tuned = FrameClassifier.from_pretrained(FrameClassifier.find(again))
+    tuned_params = dict(tuned.named_parameters())  # the parameters (a step moves BatchNorm's running statistics)
+    for k, v in first.named_parameters():
+        assert torch.allclose(v.float(), tuned_params[k].float(), rtol=2e-3, atol=1e-3), k
+    other = FrameClassifier(first.backbone_config, first.characters[:-1], first.places, first.times, first.size)
+    other.save_pretrained(tmp_path / "other")
+    capsys.readouterr()
+    assert main(["train", "frames", "--preset", "tiny", "--data", str(world), "--out", str(tmp_path / "bad"),
+                 "--no-progress", "--init", str(tmp_path / "other")]) == 2
+    assert "its classes, size or backbone are not this run's" in capsys.readouterr().err

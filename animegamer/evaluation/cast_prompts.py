@@ -109,6 +109,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--sheet", default=None, help="contact sheet (PNG): each prompt's shot with the stage, then without")
     p.add_argument("--keep", type=int, default=8, help="prompts on the sheet (default: %(default)s)")
     p.add_argument("--store", default=None, help="where the played games are saved (default: a temporary folder)")
+    p.add_argument("--evaluator", default=str(DEFAULT_EVALUATOR), metavar="DIR",
+                   help="the frame classifier that reads the shots: an evaluator directory, a `train frames` run "
+                        "or its frame_classifier/ (default: the shipped evaluator's)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=run)
 
@@ -116,20 +119,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.n < 2 or not 1 <= args.size <= 4:
         raise SystemExit("eval-cast: --n must be >= 2 and --size 1 to 4")
+    frames_dir = FrameClassifier.find(args.evaluator)
+    if frames_dir is None:
+        raise SystemExit(f"eval-cast: no frame classifier in {args.evaluator}")
     with tempfile.TemporaryDirectory() as scratch:
         game = Game.load(args.model, store=args.store or Path(scratch) / "saves")
         if game.decoder.stage is None:
             raise SystemExit(f"eval-cast: {args.model} has no stage (animegamer model stage MODEL adds one)")
         cast = [c for c in game.cast if c in load_cast() and c in game.decoder.stage.sprites]
         items = prompts(cast, args.n, args.size, args.seed)
-        classifier = FrameClassifier.from_pretrained(FrameClassifier.find(DEFAULT_EVALUATOR))
+        classifier = FrameClassifier.from_pretrained(frames_dir)
         result = evaluate(game, classifier, items, args.seed, keep=args.keep if args.sheet else 0,
                           progress=not args.no_progress)
     strips = result.pop("_strips")
     if args.sheet:
         save_png(stack_strips(strips), args.sheet)
         print(f"[eval-cast] sheet: {args.sheet} (each row: with the stage, then without)")
-    result.update({"model": str(args.model), "size": args.size, "seed": args.seed})
+    result.update({"model": str(args.model), "size": args.size, "seed": args.seed,
+                   "frame_classifier": {"dir": str(frames_dir), "weights_blake2b": FrameClassifier.weights_hash(frames_dir)}})
     for name, cols in result["systems"].items():
         print(f"{name:14s} " + "  ".join(f"{c} {cols[c]['mean']:.3f}±{cols[c]['se']:.3f}" for c in COLUMNS)
               + "  first frame: " + ", ".join(f"{k} {v:.2f}" for k, v in cols["first_frame"].items()))

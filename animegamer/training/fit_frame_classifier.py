@@ -38,6 +38,7 @@ from animegamer.training.loop import TrainConfig, train
 from animegamer.world.batches import ShotBatch
 from animegamer.world.cast import load_cast
 from animegamer.world.dataset import ShotDataset, WorldDataset, collate_shots, heldout_shots
+from animegamer.world.motion_catalog import load_motions
 from animegamer.world.place_art import TIMES, load_places
 
 
@@ -173,23 +174,35 @@ def build_module(preset: str, height: int, width: int,
 
 def evaluate(classifier: FrameClassifier, data: str, progress: bool = True) -> dict:
     """How often ``classifier`` names the characters, the place and the time of the held-out (val +
-    test) TRUE shots of ``data``, reading each whole shot."""
+    test) TRUE shots of ``data``, reading each whole shot; the characters also by who is on screen
+    (``character_by_cast``: one, a pair doing a verb of two, two each doing a verb of one)."""
     hits: dict[str, list[float]] = {"character": [], "place": [], "time": []}
+    by_cast: dict[str, list[float]] = {}
+    pair_verbs = {v for v, m in load_motions()[0].items() if m.pair}
     for item in heldout_shots(data, "frames", progress):
         row = item["row"]
         if not labelled(row):
             continue
         seen = classifier.read_shot(item["frames"].numpy(), len(row["characters"]))
-        hits["character"].append(float(seen["characters"] == sorted(row["characters"])))
+        hit = float(seen["characters"] == sorted(row["characters"]))
+        hits["character"].append(hit)
         hits["place"].append(float(seen["place"] == row["place"]))
         hits["time"].append(float(seen["time"] == row["time"]))
+        cast = ("one" if len(row["characters"]) == 1 else
+                "verb of two" if row.get("motion") in pair_verbs else "together, a verb of one")
+        by_cast.setdefault(cast, []).append(hit)
     if not hits["character"]:
         raise ValueError(f"{data}: no val or test shots to evaluate the frame classifier on")
-    return {"heldout_shots": len(hits["character"]), **{k: sum(v) / len(v) for k, v in hits.items()}}
+    return {"heldout_shots": len(hits["character"]), **{k: sum(v) / len(v) for k, v in hits.items()},
+            "character_by_cast": {k: {"shots": len(v), "named": sum(v) / len(v)} for k, v in sorted(by_cast.items())}}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_train_arguments(parser, list(PRESETS))
+    parser.add_argument("--init", default=None, metavar="DIR",
+                        help="start from this frame classifier (a frame_classifier/ directory, e.g. the shipped "
+                             "evaluator's) instead of a fresh one: fine-tune it on new shots (its classes must be "
+                             "the data's)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -203,6 +216,14 @@ def run(args: argparse.Namespace) -> int:
     h, w = dataset.world.meta["height"], dataset.world.meta["width"]
     torch.manual_seed(cfg.seed)  # model init
     module = build_module(args.preset, h, w, labels)
+    if args.init:
+        start = FrameClassifier.from_pretrained(args.init)
+        mine = (module.model.characters, module.model.places, module.model.times, module.model.size)
+        theirs = (start.characters, start.places, start.times, start.size)
+        if theirs != mine or start.backbone_config != module.model.backbone_config:
+            raise ValueError(f"--init {args.init}: its classes, size or backbone are not this run's "
+                             f"({theirs} against {mine})")
+        module.model.load_state_dict({k: v.float() for k, v in start.state_dict().items()})
     result = train(module, dataset, collate_shots, cfg, args.out, resume=args.resume)
     final = Path(result["final_dir"])
     metrics = {"train": {k: result[k] for k in ("step", "loss", "seconds")},

@@ -50,6 +50,9 @@ def register(sub: argparse._SubParsersAction, argv: list[str] | None = None) -> 
     p.add_argument("--cast", default=None, metavar="FILE",
                    help="who plays: a cast file, e.g. `world characters --random N`'s characters.yaml "
                         "(default: the world's 10)")
+    p.add_argument("--groups", type=float, default=0.0, metavar="SHARE",
+                   help="share of the turns of a verb of one that two do together, side by side (the "
+                        "evaluator's data; default 0: one actor, as the model's data)")
     p.set_defaults(func=_render)
 
     p = wsub.add_parser("characters", help="draw new characters: their parameters (a cast file) and reference sheets")
@@ -105,7 +108,7 @@ def register(sub: argparse._SubParsersAction, argv: list[str] | None = None) -> 
 def _render(args: argparse.Namespace) -> int:
     cfg = RenderConfig(sessions=args.sessions, turns=args.turns, seed=args.seed, height=args.height,
                        width=args.width, frames=args.frames, fps=args.fps, workers=args.workers,
-                       min_turns=args.min_turns, cast=args.cast)
+                       min_turns=args.min_turns, cast=args.cast, groups=args.groups)
     meta = render_dataset(cfg, args.out)
     print(json.dumps({k: meta[k] for k in ("turns_total", "shots_per_second", "bytes_per_1000_shots",
                                            "level_counts")}, indent=2))

@@ -48,6 +48,7 @@ class RenderConfig:
     min_turns: int | None = None  # if set, sessions have min_turns..turns turns
     split: str | None = None  # if set, every session is planned as this split (e.g. "test": held-out templates)
     cast: str | None = None  # a cast file to play (e.g. drawn characters from `world characters`); None: the world's
+    groups: float = 0.0  # share of verbs of one done by two side by side (sessions.plan_session); 0: films'
 
     def __post_init__(self) -> None:
         checks = [
@@ -62,6 +63,7 @@ class RenderConfig:
              f"min_turns must be in 1..turns, got {self.min_turns}"),
             (self.split in (None, "train", "val", "test"), f"split must be train, val or test, got {self.split!r}"),
             (self.cast is None or Path(self.cast).is_file(), f"no cast file at {self.cast}"),
+            (0.0 <= self.groups <= 1.0, f"groups must be a share in 0..1, got {self.groups}"),
         ]
         for ok, msg in checks:
             if not ok:
@@ -84,7 +86,7 @@ def _render_one(args: tuple[RenderConfig, int, str]) -> list[dict]:
         return json.loads(session_json.read_text())
     rows = []
     for shot in render_session(cfg.seed, index, _session_turns(cfg, index), cfg.height, cfg.width, cfg.frames, cfg.fps,
-                               split=cfg.split, cast_file=cfg.cast):
+                               split=cfg.split, cast_file=cfg.cast, groups=cfg.groups):
         rel = f"shots/{index:06d}_{shot.row['turn']:02d}.npz"
         write_npz(Path(out) / rel, delta=encode_delta(shot.frames))
         row = dict(shot.row, shot=rel, flow_magnitude=flow_magnitude(shot.frames))

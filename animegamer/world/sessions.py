@@ -27,6 +27,7 @@ ADVERB_PLAIN_P = 0.25
 PLACE_CHANGE_P = 0.3
 TIME_CHANGE_P = 0.2
 PAIR_P = 0.25
+GROUP_STREAM = 1  # the random stream groups are decided on, apart from the session's own
 RANDOM_START_P = 0.5  # half the sessions start "mid-life" with random states, so low stamina occurs
 
 
@@ -68,6 +69,7 @@ class SessionPlan:
     index: int
     seed: int
     split: str
+    groups: float = 0.0  # plan_session's share of verbs of one done together
     looks: dict[str, Look] = field(default_factory=dict)
     turns: list[TurnPlan] = field(default_factory=list)
 
@@ -124,12 +126,20 @@ def _camera(rng: np.random.Generator, travel: float) -> str:
 
 
 def plan_session(seed: int, index: int, n_turns: int, split: str | None = None,
-                 cast_file: str | None = None) -> SessionPlan:
+                 cast_file: str | None = None, groups: float = 0.0) -> SessionPlan:
     """Plan session `index` of a dataset made with `seed` (deterministic, independent of order);
-    ``cast_file``: its characters (a cast file, e.g. of drawn characters; default: the world's cast)."""
+    ``cast_file``: its characters (a cast file, e.g. of drawn characters; default: the world's cast).
+    ``groups``: the share of turns of a verb of one that two characters do together, side by side
+    ("Tomo and Yuki lie down"; 0: the world's films, where a verb of one has one actor). The evaluator learns
+    from them to name each of several who do the same (a frame classifier that never saw two sleepers side by
+    side named one of them: docs/layers.md); decided on a stream of their own, so a world without them plans
+    exactly as before."""
     if n_turns < 1:
         raise ValueError(f"a session needs at least 1 turn, got {n_turns}")
+    if not 0.0 <= groups <= 1.0:
+        raise ValueError(f"groups is a share of turns in 0..1, got {groups}")
     rng = np.random.default_rng([seed, index])
+    group_rng = np.random.default_rng([seed, index, GROUP_STREAM])
     cast = load_cast(cast_file)
     places = load_places()
     motions, adverbs = load_motions()
@@ -137,7 +147,7 @@ def plan_session(seed: int, index: int, n_turns: int, split: str | None = None,
     template_split = "train" if split == "train" else "heldout"
     names = sorted(cast)
     protagonist = names[int(rng.integers(len(names)))]
-    plan = SessionPlan(index=index, seed=seed, split=split)
+    plan = SessionPlan(index=index, seed=seed, split=split, groups=groups)
 
     def look_of(name: str) -> Look:
         if name not in plan.looks:
@@ -176,6 +186,12 @@ def plan_session(seed: int, index: int, n_turns: int, split: str | None = None,
                 while partner == protagonist:
                     partner = names[int(rng.integers(len(names)))]
             actors.append(ActorState(partner, look_of(partner), x, -facing))
+        elif groups > 0 and group_rng.random() < groups:
+            # two, as the instructions' paraphrases name at most two
+            other = str(group_rng.choice([n for n in names if n != protagonist]))
+            if other not in plan.looks:  # drawn on the groups' stream: the session's own stays as it was
+                plan.looks[other] = random_look(cast[other], group_rng)
+            actors.append(ActorState(other, plan.looks[other], x, facing))
         flip = bool(rng.random() < 0.2)
         characters = tuple(a.name for a in actors)
         action = Action(characters=characters, verb=verb, adverb=adverb, place=place, time=time)

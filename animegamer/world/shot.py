@@ -31,6 +31,9 @@ STANDING_HEIGHT = 0.9  # a height-1.0 character standing, head to toe, in units 
 TRAVEL_SCALE = 0.35
 EDGE = 0.04  # characters stay this far (world units) from the ends of a place
 PAN_LAG = 0.6  # a pan moves steadily at this fraction of the character's mean speed
+# Who do a verb of one together stand this far apart (character heights, centre to centre): a lying or sleeping
+# body is about 0.9 of one wide, so two side by side never overlap (play's `layered.apart` also keeps them apart)
+GROUP_SPACING = 1.2
 
 
 @dataclass
@@ -101,8 +104,9 @@ def render_turn(turn: TurnPlan, scene: PlaceScene, cast: dict, n_frames: int, fp
     x0 = float(lead.x)
     if motion.pair:
         tracks = list(animate_pair(turn.action.verb, n_frames, fps, turn.speed, turn.amplitude, phase=phase))
-    else:
-        tracks = [animate(turn.action.verb, n_frames, fps, turn.speed, turn.amplitude, phase=phase)]
+    else:  # one actor, or a group who each play the verb of one (sessions.plan_session's groups)
+        tracks = [animate(turn.action.verb, n_frames, fps, turn.speed, turn.amplitude, phase=phase)] * len(turn.actors)
+    group = not motion.pair and len(turn.actors) > 1
     facing = lead.facing
     # Travelling actions head for the side of the place with room (unless the plan flips it
     # and there is room that way too).
@@ -113,12 +117,16 @@ def render_turn(turn: TurnPlan, scene: PlaceScene, cast: dict, n_frames: int, fp
             facing = -facing
     if facing == -1:
         tracks = [mirror(t) for t in tracks]
+    apart = GROUP_SPACING * scale_px / px_per_world if group else 0.0  # world units between neighbours
+    half = apart * (len(tracks) - 1) / 2
+    middle = float(np.clip(x0, EDGE + half, 1 - EDGE - half)) if group else x0
     xs, dys = [], []
-    for track in tracks:
-        x, dy = _tracks(track, x0, scale_px, px_per_world)
+    for k, track in enumerate(tracks):
+        x, dy = _tracks(track, middle + k * apart - half, scale_px, px_per_world)
         xs.append(np.clip(x, EDGE, 1 - EDGE))
         dys.append(dy)
-    cams = _camera_path(scene, turn.camera, xs[0])
+    # the camera frames a group by its middle, one actor or a pair by the first
+    cams = _camera_path(scene, turn.camera, np.mean(xs, axis=0) if group else xs[0])
     out = np.empty((n_frames, height, width, 3), np.uint8)
     light = _character_light(scene, turn.action.time)
     for t in range(n_frames):
@@ -137,7 +145,7 @@ def render_turn(turn: TurnPlan, scene: PlaceScene, cast: dict, n_frames: int, fp
                 region[drawn] = np.clip(region[drawn] * light[0] + light[1], 0, 255).astype(np.uint8)
         scene.render_foreground(canvas, float(cams[t]))
         out[t] = cv2.resize(canvas, (width, height), interpolation=cv2.INTER_AREA)
-    return out, [float(x[-1]) for x in xs], [facing, -facing][: len(tracks)]
+    return out, [float(x[-1]) for x in xs], [facing] * len(tracks) if group else [facing, -facing][: len(tracks)]
 
 
 def render_cutout(sprite: np.ndarray, place: str, time: str, seed: int = 0, height: int = 96, width: int = 144,
@@ -192,16 +200,17 @@ def turn_row(plan: SessionPlan, turn: TurnPlan) -> dict:
         "looks": {act.name: act.look.variant for act in turn.actors},
         "deltas": turn.deltas, "states_before": turn.states_before, "states_after": turn.states_after,
         "caption": caption(turn),
+        **({"groups": plan.groups} if plan.groups else {}),  # re-planned from (sprite_tracks.row_tracks)
     }
 
 
 def render_session(seed: int, index: int, n_turns: int, height: int = 96, width: int = 144,
                    n_frames: int = 17, fps: int = 8, split: str | None = None,
-                   cast_file: str | None = None) -> Iterator[Shot]:
+                   cast_file: str | None = None, groups: float = 0.0) -> Iterator[Shot]:
     """Plan and render session `index` turn by turn (positions carry over between turns).
     ``split`` overrides the split of the index (e.g. "test": held-out templates for evaluation);
-    ``cast_file``: who plays (a cast file; default: the world's cast)."""
-    plan = plan_session(seed, index, n_turns, split, cast_file)
+    ``cast_file``: who plays (a cast file; default: the world's cast); ``groups``: plan_session's."""
+    plan = plan_session(seed, index, n_turns, split, cast_file, groups)
     cast = load_cast(cast_file)
     places = load_places()
     scene: PlaceScene | None = None

@@ -114,12 +114,12 @@ def turn_tracks(turn: TurnPlan, cast: dict[str, CharacterSpec], n_frames: int, f
     verb = turn.action.verb
     if motion_table()[verb]["pair"]:
         tracks = list(animate_pair(verb, n_frames, fps, turn.speed, turn.amplitude, phase=phase))
-    else:
-        tracks = [animate(verb, n_frames, fps, turn.speed, turn.amplitude, phase=phase)]
+    else:  # one actor, or a group who each play it (sessions.plan_session's groups)
+        tracks = [animate(verb, n_frames, fps, turn.speed, turn.amplitude, phase=phase)] * len(turn.actors)
     out = []
     for k, (actor, track) in enumerate(zip(turn.actors, tracks)):
         spec = cast[actor.name]
-        role = 0 if len(tracks) == 1 else k + 1
+        role = k + 1 if motion_table()[verb]["pair"] else 0
         rgba = np.stack([draw_sprite(spec, actor.look, f.pose) for f in track])
         facing = track[0].pose.facing  # the partner of a pair faces the subject
         standing = Pose(head_turn=-0.15, facing=facing)
@@ -142,7 +142,8 @@ def row_tracks(row: dict[str, Any], n_turns: int, n_frames: int = 17, fps: float
     re-planned from its seed as ``shot.render_session`` planned and rendered it (``phase``: another start in the
     motion's cycle, radians; None: the shot's own). Raises ValueError if the plan does not give the row's action
     (a row of another cast or world version)."""
-    plan = plan_session(int(row["seed"]), int(row["session"]), n_turns, row.get("split"), cast_file)
+    plan = plan_session(int(row["seed"]), int(row["session"]), n_turns, row.get("split"), cast_file,
+                        float(row.get("groups", 0.0)))
     if not 0 <= int(row["turn"]) < len(plan.turns):
         raise ValueError(f"turn {row['turn']} of session {row['session']}: the plan has {len(plan.turns)} turns")
     turn = plan.turns[int(row["turn"])]
