@@ -2,9 +2,10 @@
 per track of N train shots and their manner twins, the code whose whole shot (17 frames from the standing
 cut-out, graded against the shot drawn from phase 0, moving pixels weighted as in training) costs least; the head
 fitted alone on (s_a, level, role), 80/20 split, kept at its best held-out epoch. Prints the held-out accuracy
-against the most frequent code and writes the animator with the refitted head.
+against the most frequent code and writes the animator with the refitted head. With ``--labels`` (an animator
+trained with ``manner_labels``) the targets are the adverbs that played the tracks, nothing is drawn.
 
-    .venv/bin/python experiments/fit_manner_head.py --sprites RUN_OR_CHECKPOINT --world runs/data/e6000 --n 300 --out DIR
+    .venv/bin/python experiments/fit_manner_head.py --sprites RUN_OR_CHECKPOINT --world runs/data/e6000 --n 300 --out DIR [--labels]
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from animegamer.evaluation.drawn_shots import load_animator
 from animegamer.training.action_parts import SHIPPED, TEXT_TABLE, ActionParts
 from animegamer.training.phase_sprites import SpriteTensors, join_tracks, manner_twins, played_levels, sprite_tensors
 from animegamer.world.dataset import WorldDataset
+from animegamer.world.motion_catalog import load_motions
 
 
 def track_costs(model: SpriteAnimator, tracks: SpriteTensors, s_a: torch.Tensor, level: torch.Tensor,
@@ -47,6 +49,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=300, help="the last N train shots")
     ap.add_argument("--out", required=True)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--labels", action="store_true", help="targets: the adverb that played each track")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     model = load_animator(args.sprites)
@@ -59,13 +62,18 @@ def main() -> None:
     stage = Stage.from_pretrained(decoder / STAGE_DIR)
     own = sprite_tensors(rows, 17, workers=args.threads, progress=False, canonical=True)
     levels = played_levels(rows, own, stage, progress=False, workers=args.threads)
-    sources, twins, twin_levels = manner_twins(rows, levels, stage, 17, args.threads, False, canonical=True)
+    sources, twins, twin_levels, twin_manners = manner_twins(rows, levels, stage, 17, args.threads, False,
+                                                             canonical=True)
     tracks = join_tracks(own, twins, len(rows))
     s_a_t, level_t = torch.cat([s_a, s_a[sources]])[tracks.shot], torch.cat([levels, twin_levels])[tracks.shot]
     t0 = time.time()
-    costs = track_costs(model, tracks, s_a_t, level_t)
-    best = costs.argmin(1)
-    print(f"{len(best)} tracks ({len(twins.role)} twins), costs in {time.time() - t0:.0f} s; codes win "
+    if args.labels:
+        adverbs = sorted(load_motions()[1])
+        best = torch.tensor([adverbs.index(r["adverb"]) for r in rows] + [adverbs.index(m) for m in twin_manners])
+        best = best[tracks.shot]
+    else:
+        best = track_costs(model, tracks, s_a_t, level_t).argmin(1)
+    print(f"{len(best)} tracks ({len(twins.role)} twins), targets in {time.time() - t0:.0f} s; codes "
           f"{np.round(np.bincount(best.numpy(), minlength=model.config.manners) / len(best), 3)}")
     perm = torch.randperm(len(best), generator=torch.Generator().manual_seed(0))
     train, held = perm[:int(0.8 * len(best))], perm[int(0.8 * len(best)):]

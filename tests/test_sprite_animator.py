@@ -833,6 +833,32 @@ def test_with_manner_codes_each_track_is_taught_in_its_best_code_and_play_draws_
         sprite_animator_preset("tiny", manners=1)
 
 
+def test_with_manner_labels_each_track_is_taught_in_the_code_of_its_adverb(monkeypatch):
+    """``manner_labels``: the code is the adverb that played the track (the batch's ``manner``), not the best one,
+    and the head learns it from the conditions."""
+    cfg = sprite_animator_preset("tiny", manners=3, manner_labels=True, standing_share=0.0, went_on_share=0.0)
+    model = SpriteAnimator(SpriteAnimatorNet(cfg))
+    batch = _batch(cfg, n=2)
+    batch["manner"] = torch.tensor([2, 0])
+    taught = []
+    real = model.frame
+
+    def frame(*args, manner=None, **kwargs):
+        taught.append(None if manner is None else manner.clone())
+        return real(*args, manner=manner, **kwargs)
+
+    monkeypatch.setattr(model, "frame", frame)
+    loss, logs = model(batch)
+    assert len(taught) == 1  # one pass: nothing is drawn to choose a code
+    k = cfg.frames_per_track
+    assert torch.equal(taught[0], torch.tensor([2] * k + [0] * k))
+    assert "prior_ce" in logs and "manner_entropy" not in logs
+    loss.backward()
+    assert model.net.manner_head[-1].weight.grad.abs().sum() > 0  # the head learns the adverb
+    with pytest.raises(ValueError, match="manner_labels needs manners"):
+        sprite_animator_preset("tiny", manner_labels=True)
+
+
 def test_a_shot_played_in_another_manner_keeps_its_words_and_moves_otherwise():
     index, turn = _turn({"wave", "dance", "walk", "jump"})
     row = {"seed": 3, "session": index, "turn": turn.turn, "split": "train", "motion": turn.action.verb,
@@ -858,3 +884,14 @@ def test_train_sprites_with_manner_twins_and_codes(tmp_path, capsys):
     assert model.config.manners == 2 and model.config.manner_twins
     logs = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     assert logs and "manner_entropy" in logs[-1] and "prior_ce" in logs[-1]
+
+    # the codes told by the adverbs: one per adverb of the world, else a clear error
+    labelled = json.dumps({"manners": 8, "manner_labels": True, "manner_twins": True})
+    assert cli_main(["train", "sprites", "--preset", "tiny", "--data", str(world), "--out", str(tmp_path / "told"),
+                     "--render-workers", "1", "--no-progress", "--net", labelled, "--steps", "2"]) == 0
+    logs = [json.loads(line) for line in (tmp_path / "told" / "log.jsonl").read_text().splitlines()]
+    assert logs and "prior_ce" in logs[-1] and "manner_entropy" not in logs[-1]
+    wrong = json.dumps({"manners": 3, "manner_labels": True})
+    assert cli_main(["train", "sprites", "--preset", "tiny", "--data", str(world), "--out", str(tmp_path / "bad"),
+                     "--render-workers", "1", "--no-progress", "--net", wrong, "--steps", "1"]) == 2
+    assert "one code per adverb" in capsys.readouterr().err

@@ -115,6 +115,11 @@ class SpriteAnimatorConfig:
     # whole shot with that code, so a shot is one motion, not an average. 0: no codes
     manners: int = 0
     manner_init: float = 0.2  # the codes' embeddings start this far apart (std): all draw nearly as before
+    # the codes are told, not chosen: each track's code is the adverb that played it (the batch's ``manner``: the
+    # world knows it, for a twin the adverb it was played as), so a code is one speed and amplitude, and the head
+    # learns which adverb plays the words at the level asked. Chosen by multiple-choice learning the codes split
+    # the tracks by what separates their drawings, which the conditions cannot predict (docs/layers.md)
+    manner_labels: bool = False
     prior_weight: float = 0.1  # the code head's cross-entropy against the best code
     # training data: each shot also played in another manner (``training/phase_sprites.manner_twins``): the same
     # words at another level, so the level, not only the words, says how much the character moves
@@ -136,6 +141,8 @@ class SpriteAnimatorConfig:
         shares = (self.standing_share, self.went_on_share)
         if self.manners < 0 or self.manners == 1:
             raise ValueError(f"SpriteAnimatorConfig: manners 0 (none) or >= 2, got {self.manners}")
+        if self.manner_labels and not self.manners:
+            raise ValueError("SpriteAnimatorConfig: manner_labels needs manners (one code per adverb)")
         if not 1 <= self.frames_per_track <= self.frames - 1 or min(shares) < 0 or sum(shares) > 1:
             raise ValueError(f"SpriteAnimatorConfig: frames_per_track in 1..{self.frames - 1}, standing_share and "
                              f"went_on_share >= 0 summing to <= 1, got {self.frames_per_track}, {shares}")
@@ -430,14 +437,16 @@ class SpriteAnimator(nn.Module):
         body_in = truth if cfg.true_body else None
         manner_logs: dict[str, float] = {}
         manner = None
-        if cfg.manners:
+        if cfg.manners and cfg.manner_labels:  # the adverb that played each track
+            manner = batch["manner"].long()
+        elif cfg.manners:
             manner, manner_logs = self.best_manner(batch, args, body_in, target, weight, offset_true)
         drawn, offset, affines = self.frame(*args, body=body_in, manner=None if manner is None else rep(manner))
         picture = ((drawn - target).abs() * weight).mean()
         copy = ((source_r - target).abs() * weight).mean()  # what copying the input would cost: learning is the gap
         feet = (offset - offset_true).abs().mean() / cfg.offset_scale
         loss = picture + cfg.offset_weight * feet
-        if manner is not None:  # the head learns which code the conditions mostly need
+        if manner is not None:  # the head learns which code the conditions need
             logits = self.net.manner_logits(batch["s_a"], batch["motion_level"], batch["role"])
             prior = F.cross_entropy(logits.float(), manner)
             loss = loss + cfg.prior_weight * prior
