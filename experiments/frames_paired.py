@@ -16,10 +16,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from animegamer.models.frame_classifier import FrameClassifier
+from animegamer.training.fit_frame_classifier import cast_kind
 from animegamer.world.dataset import WorldDataset
 from animegamer.world.motion_catalog import load_motions
 
-KINDS = ("one", "verb of two", "together")
 
 
 def read_all(before: FrameClassifier, after: FrameClassifier, data: str) -> list[dict]:
@@ -29,8 +29,7 @@ def read_all(before: FrameClassifier, after: FrameClassifier, data: str) -> list
     rows = []
     for r in tqdm(world.rows, desc="shots"):
         frames = world.frames(r)
-        kind = "one" if len(r["characters"]) == 1 else "verb of two" if r["motion"] in pair else "together"
-        rec = {"kind": kind, "motion": r["motion"], "time": r["time"]}
+        rec = {"kind": cast_kind(r, pair), "motion": r["motion"], "time": r["time"]}
         for name, c in (("before", before), ("after", after)):
             seen = c.read_shot(frames, len(r["characters"]))
             rec[name] = float(seen["characters"] == sorted(r["characters"]))
@@ -43,7 +42,7 @@ def read_all(before: FrameClassifier, after: FrameClassifier, data: str) -> list
 def summary(rows: list[dict]) -> dict:
     """Characters named before / after and the paired difference with its standard error, by kind of cast."""
     out = {}
-    for kind in ("all",) + KINDS:
+    for kind in ("all", "one", "verb of two", "together"):
         rs = [r for r in rows if kind == "all" or r["kind"] == kind]
         if not rs:
             continue

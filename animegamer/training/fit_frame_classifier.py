@@ -172,6 +172,14 @@ def build_module(preset: str, height: int, width: int,
     return FramesModule(FrameClassifier(BACKBONES[p.backbone], chars, places, times, (height, width)), p)
 
 
+def cast_kind(row: dict, pair_verbs: set[str]) -> str:
+    """Who a shot shows: "one" character, a pair doing a "verb of two", or two "together" each doing a verb of one
+    (``world render --groups``)."""
+    if len(row["characters"]) == 1:
+        return "one"
+    return "verb of two" if row.get("motion") in pair_verbs else "together"
+
+
 def evaluate(classifier: FrameClassifier, data: str, progress: bool = True) -> dict:
     """How often ``classifier`` names the characters, the place and the time of the held-out (val +
     test) TRUE shots of ``data``, reading each whole shot; the characters also by who is on screen
@@ -188,9 +196,7 @@ def evaluate(classifier: FrameClassifier, data: str, progress: bool = True) -> d
         hits["character"].append(hit)
         hits["place"].append(float(seen["place"] == row["place"]))
         hits["time"].append(float(seen["time"] == row["time"]))
-        cast = ("one" if len(row["characters"]) == 1 else
-                "verb of two" if row.get("motion") in pair_verbs else "together, a verb of one")
-        by_cast.setdefault(cast, []).append(hit)
+        by_cast.setdefault(cast_kind(row, pair_verbs), []).append(hit)
     if not hits["character"]:
         raise ValueError(f"{data}: no val or test shots to evaluate the frame classifier on")
     return {"heldout_shots": len(hits["character"]), **{k: sum(v) / len(v) for k, v in hits.items()},

@@ -89,6 +89,15 @@ def _character_light(scene: PlaceScene, time: str) -> tuple[np.ndarray, np.ndarr
     return 0.5 + 0.5 * mul, 0.5 * add
 
 
+def actor_animations(turn: TurnPlan, n_frames: int, fps: float, phase: float, pair: bool) -> list[list[ActorFrame]]:
+    """Each actor's animation of ``turn``, facing right: a pair action's subject and partner, else the verb of
+    one for each actor (one, or a group who each play it side by side: ``sessions.plan_session``'s groups)."""
+    verb = turn.action.verb
+    if pair:
+        return list(animate_pair(verb, n_frames, fps, turn.speed, turn.amplitude, phase=phase))
+    return [animate(verb, n_frames, fps, turn.speed, turn.amplitude, phase=phase)] * len(turn.actors)
+
+
 def render_turn(turn: TurnPlan, scene: PlaceScene, cast: dict, n_frames: int, fps: float,
                 height: int, width: int, phase: float) -> tuple[np.ndarray, list[float], list[int]]:
     """Render one shot; returns frames and each actor's end position and facing.
@@ -102,10 +111,7 @@ def render_turn(turn: TurnPlan, scene: PlaceScene, cast: dict, n_frames: int, fp
     px_per_world = abs(scene.to_screen_x(1.0, 0.0) - scene.to_screen_x(0.0, 0.0))
     lead = turn.actors[0]
     x0 = float(lead.x)
-    if motion.pair:
-        tracks = list(animate_pair(turn.action.verb, n_frames, fps, turn.speed, turn.amplitude, phase=phase))
-    else:  # one actor, or a group who each play the verb of one (sessions.plan_session's groups)
-        tracks = [animate(turn.action.verb, n_frames, fps, turn.speed, turn.amplitude, phase=phase)] * len(turn.actors)
+    tracks = actor_animations(turn, n_frames, fps, phase, motion.pair)
     group = not motion.pair and len(turn.actors) > 1
     facing = lead.facing
     # Travelling actions head for the side of the place with room (unless the plan flips it

@@ -22,10 +22,10 @@ import numpy as np
 from animegamer.world.cast import CharacterSpec, Look, load_cast
 from animegamer.world.character_art import body_matrix, draw_character
 from animegamer.world.motion_catalog import load_motions
-from animegamer.world.motions import PAIR_GAP, ActorFrame, animate, animate_pair, motion_table
+from animegamer.world.motions import PAIR_GAP, ActorFrame, motion_table
 from animegamer.world.pose import Pose
 from animegamer.world.sessions import TurnPlan, plan_session
-from animegamer.world.shot import CHARACTER_SCALE, SUPERSAMPLE, TRAVEL_SCALE
+from animegamer.world.shot import CHARACTER_SCALE, SUPERSAMPLE, TRAVEL_SCALE, actor_animations
 
 FRAME_H = 96  # the shots' height the canvas is measured in
 SPRITE_H, SPRITE_W = 80, 80  # room for a dancer's raised arms, a sleeper lying down, a broom (measured extents)
@@ -112,14 +112,11 @@ def turn_tracks(turn: TurnPlan, cast: dict[str, CharacterSpec], n_frames: int, f
                 phase: float) -> list[SpriteTrack]:
     """Each actor of ``turn`` as ``shot.render_turn`` animates it (the same arguments), facing right."""
     verb = turn.action.verb
-    if motion_table()[verb]["pair"]:
-        tracks = list(animate_pair(verb, n_frames, fps, turn.speed, turn.amplitude, phase=phase))
-    else:  # one actor, or a group who each play it (sessions.plan_session's groups)
-        tracks = [animate(verb, n_frames, fps, turn.speed, turn.amplitude, phase=phase)] * len(turn.actors)
+    pair = bool(motion_table()[verb]["pair"])
     out = []
-    for k, (actor, track) in enumerate(zip(turn.actors, tracks)):
+    for k, (actor, track) in enumerate(zip(turn.actors, actor_animations(turn, n_frames, fps, phase, pair))):
         spec = cast[actor.name]
-        role = k + 1 if motion_table()[verb]["pair"] else 0
+        role = k + 1 if pair else 0
         rgba = np.stack([draw_sprite(spec, actor.look, f.pose) for f in track])
         facing = track[0].pose.facing  # the partner of a pair faces the subject
         standing = Pose(head_turn=-0.15, facing=facing)
