@@ -57,7 +57,7 @@ PRESETS: dict[str, AutoencoderPreset] = {
     # 8 shots x 4 frames, 48x72 crops; bf16 autocast is faster per step than fp32 here. No EMA: with
     # decay 0.999 a run of a few thousand steps keeps part of its initial weights.
     "default": AutoencoderPreset("default", 4, 1e-6, 0.5, (48, 72), TrainConfig(
-        steps=2400, batch_size=8, lr=1e-3, weight_decay=0.0, warmup_steps=50, ema_decay=0.0,
+        steps=1400, batch_size=8, lr=1e-3, weight_decay=0.0, warmup_steps=50, ema_decay=0.0,
         mixed_precision="bf16", log_every=20, save_every=100, grad_clip=1.0)),
 }
 

@@ -59,7 +59,7 @@ PRESETS: dict[str, FramesPreset] = {
     "tiny": FramesPreset("tiny", 2, 0.5, 1.5, 0.05, TrainConfig(
         steps=6, batch_size=4, lr=1e-3, warmup_steps=1, log_every=2, save_every=3, ema_decay=0.0)),
     "default": FramesPreset("default", 4, 0.5, 2.0, 0.05, TrainConfig(
-        steps=4000, batch_size=16, lr=2e-3, weight_decay=0.05, warmup_steps=100, ema_decay=0.0,
+        steps=4800, batch_size=16, lr=2e-3, weight_decay=0.05, warmup_steps=100, ema_decay=0.0,
         mixed_precision="bf16", log_every=20, save_every=250, grad_clip=1.0)),
 }
 

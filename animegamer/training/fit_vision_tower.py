@@ -43,7 +43,7 @@ PRESETS: dict[str, VisionTowerPreset] = {
     "tiny": VisionTowerPreset("tiny", "tiny", 0.25, TrainConfig(
         steps=20, batch_size=8, lr=1e-3, warmup_steps=2, log_every=5, save_every=10, ema_decay=0.0)),
     "default": VisionTowerPreset("default", "default", 0.25, TrainConfig(
-        steps=3000, batch_size=64, lr=5e-4, weight_decay=0.05, warmup_steps=150, ema_decay=0.995,
+        steps=600, batch_size=32, lr=5e-4, weight_decay=0.05, warmup_steps=50, ema_decay=0.995,
         mixed_precision="bf16", log_every=20, save_every=250, grad_clip=1.0)),
 }
 

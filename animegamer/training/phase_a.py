@@ -87,7 +87,7 @@ class DecoderPreset:
     sampler: SamplerConfig = field(default_factory=lambda: SamplerConfig(steps=6, guidance=2.0, autocast=True))
     # EMA 0.995 so a short run is not dominated by its initial weights
     train: TrainConfig = field(default_factory=lambda: TrainConfig(
-        steps=2000, batch_size=8, lr=5e-4, weight_decay=0.0, warmup_steps=100, ema_decay=0.995,
+        steps=6300, batch_size=8, lr=5e-4, weight_decay=0.0, warmup_steps=20, ema_decay=0.995,
         mixed_precision="bf16", log_every=20, save_every=250, grad_clip=1.0))
 
     def __post_init__(self) -> None:

@@ -6,8 +6,8 @@ Why: the decoder of phase a only ever saw s_a = E_a(true shot); the engine's pre
 close to those but not equal (smoother, averaged over what the instruction leaves open), and
 the paper measures the gap (in-domain CLIP-I 0.68 without this phase, 0.79 with it).
 
-1. The engine plays every training session of its own engine-sessions directory
-   (``ENGINE_RUN/sessions/train``, built by `train engine` from the world data) turn by turn,
+1. The engine plays every training session of ``--data``'s world (its engine sessions, s_a from the
+   decoder's frozen E_a, built once into ``OUT/sessions``; ``--sessions DIR`` gives ready ones) turn by turn,
    closed loop by default (its history is its own predictions, as in a game; ``--teacher-forced``
    feeds the true history instead). Each turn's predicted s_a is stored with the shot it should
    become in ``OUT/predicted/`` (resumable, one part per 25 sessions).
@@ -45,6 +45,7 @@ from animegamer.engine.data import load_sessions, turn_record
 from animegamer.engine.model import load_engine
 from animegamer.engine.sequence import TurnRecord
 from animegamer.training.arguments import add_train_arguments, train_config_from_args
+from animegamer.training.engine_sessions import build_engine_splits
 from animegamer.training.loop import TrainConfig, train
 from animegamer.training.phase_a import eval_loss
 from animegamer.training.shot_cache import CachedShots
@@ -56,7 +57,7 @@ PART_SESSIONS = 25
 # already decodes s_a, so the lr is lower than phase a's.
 PRESETS: dict[str, TrainConfig] = {
     "tiny": TrainConfig(steps=4, batch_size=2, lr=1e-3, warmup_steps=1, log_every=2, save_every=2, ema_decay=0.0),
-    "default": TrainConfig(steps=400, batch_size=8, lr=2e-4, weight_decay=0.0, warmup_steps=20, ema_decay=0.0,
+    "default": TrainConfig(steps=600, batch_size=8, lr=2e-4, weight_decay=0.0, warmup_steps=20, ema_decay=0.0,
                            mixed_precision="bf16", log_every=20, save_every=100, grad_clip=1.0),
     # the paper decoder (CogVideoX-2B) on GPUs: one shot of 480 x 720 x 17 per GPU, activations recomputed;
     # starting values, not the paper's (it gives none)
@@ -72,7 +73,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--decoder", type=Path, required=True,
                         help="`train decoder` run dir (its joint/final/shot_decoder and cache/ are used)")
     parser.add_argument("--sessions", type=Path, default=None,
-                        help="engine sessions to predict on (default: ENGINE_RUN/sessions/train)")
+                        help="engine sessions of --data's world to predict on (default: built from --data with the "
+                             "decoder's E_a into OUT/sessions)")
     parser.add_argument("--cache", type=Path, default=None,
                         help="the decoder run's latent cache of the train split (default: DECODER_RUN/cache/train)")
     parser.add_argument("--teacher-forced", action="store_true",
@@ -247,13 +249,17 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     progress = not args.no_progress
     engine_dir = resolve_engine(args.engine)
-    engine_run = engine_dir.parent if engine_dir.name == "final" else engine_dir
     decoder_dir = resolve_decoder(args.decoder)
     decoder_run = Path(args.decoder)
-    sessions_dir = args.sessions or engine_run / "sessions" / "train"
-    if not sessions_dir.is_dir():
-        raise FileNotFoundError(f"{sessions_dir}: no engine sessions (pass --sessions DIR, the engine-sessions directory "
-                                f"`train engine` built from the world data)")
+    if args.sessions is not None:
+        sessions_dir = args.sessions
+        if not sessions_dir.is_dir():
+            raise FileNotFoundError(f"{sessions_dir}: no engine sessions (--sessions takes the engine-sessions "
+                                    f"directory `train engine` built from --data's world)")
+    else:  # --data's turns as engine sessions, s_a from the decoder's E_a (frozen since phase a: the engine's targets);
+        # built once into OUT/sessions, so the engine may have trained on any mix of worlds
+        sessions_dir = build_engine_splits(args.data, decoder_run, None, out / "sessions", ("train", "val"),
+                                           progress=progress, limit=args.limit)["train"]
     train_cache = CachedShots(args.cache or find_cache_dir(decoder_run, "train"))
     check_same_world(sessions_dir, train_cache, args.data)
     rows = shot_rows(train_cache, args.data)

@@ -52,7 +52,7 @@ from animegamer.world.sprite_tracks import FRAME_H, SpriteTrack, row_tracks, ses
 
 PRESETS: dict[str, TrainConfig] = {
     "tiny": TrainConfig(steps=4, batch_size=2, lr=1e-3, warmup_steps=1, log_every=2, save_every=2, ema_decay=0.0),
-    "default": TrainConfig(steps=30000, batch_size=8, lr=3e-4, weight_decay=0.0, warmup_steps=100,
+    "default": TrainConfig(steps=12600, batch_size=8, lr=3e-4, weight_decay=0.0, warmup_steps=100,
                            schedule="constant", ema_decay=0.995, log_every=20, save_every=200, grad_clip=1.0),
 }
 
