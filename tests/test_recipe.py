@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import collections
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -131,3 +132,23 @@ def test_eval_decoder_grades_a_packed_model_on_any_world_with_the_picture_chain(
     assert truth["sharpness"] == pytest.approx(1.0) and abs(truth["fd"]) < 1e-3
     assert all(report["picture"][k]["char_id"] is not None for k in ("autoencoder", "decoded"))
     assert main(argv) == 0  # the cache is reused
+
+
+def test_the_papers_ablations_are_one_recipe_of_config_files(tmp_path, capsys):
+    """experiments/recipes/ablations.yaml: each baseline or ablation is a config file of overrides, trained from the
+    default recipe's runs; every file it names exists, and its dry run prints each step once."""
+    root = Path(__file__).resolve().parents[1]
+    recipe = load_recipe(root / "experiments" / "recipes" / "ablations.yaml")
+    values = {"runs": "R", "data": "R/data", **recipe.vars, "configs": str(root / "experiments" / "configs")}
+    values = {k: expand(str(v), values) for k, v in values.items()}
+    named = {c for s in recipe.steps if s.run for c in expand(s.run, values).split() if c.endswith(".yaml")}
+    assert {Path(c).name for c in named} == {"tokens_only.yaml", "no_motion_level.yaml", "random_frame.yaml",
+                                             "gc_caption.yaml"}
+    assert all(Path(c).is_file() for c in named)
+    default_runs = {"{runs}/representation", "{runs}/engine", "{runs}/model", "{runs}/model_no_adapt"}
+    assert all(any(r in s.run for s in recipe.steps if s.run) for r in default_runs)  # it builds on the default's
+    assert main(["recipe", str(root / "experiments" / "recipes" / "ablations.yaml"), "--out", str(tmp_path / "r"),
+                 "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert [line.split("]")[0][1:] for line in out.splitlines()] == [s.name for s in recipe.steps]
+    assert "--ablation GC=" in out and "without adaptation=" in out

@@ -69,11 +69,11 @@ STORED_SOURCES = ("retrieved", "reposed", "continued")
 
 NOT_RUN = {
     "GC (text-only context)": "a text-only engine (it predicts the caption's text features) and a caption-conditioned "
-                              "decoder with no visual reference: `experiments/train_gc_baseline.sh` trains one; pass "
-                              "its model dir as `--ablation GC=DIR`.",
+                              "decoder with no visual reference: `experiments/recipes/ablations.yaml` trains one "
+                              "(and plays it in its table); pass its model dir as `--ablation GC=DIR`.",
     "GSC / GFC (StoryDiffusion / frame-conditioned)": "other generators, not implemented here.",
     "decoder ablations (w/o motion level, w/o adaptation, random frame, w/o warm-up)":
-        "each is a separately trained decoder (`experiments/train_decoder_ablations.sh`, graded on TRUE s_a by "
+        "each is a separately trained decoder (`experiments/recipes/ablations.yaml`, graded on TRUE s_a by "
         "`animegamer eval-decoder`); to play one here it needs an engine trained on its own E_a; pass that model "
         "dir (engine/ + shot_decoder/) as `--ablation NAME=DIR`.",
 }
