@@ -29,6 +29,7 @@ from animegamer.decoder.layered import (
 from animegamer.decoder.layers import cutout_canvas, layered_shot, paste
 from animegamer.decoder.unet_blocks import warp
 from animegamer.decoder.sprite_animator import (
+    FrameCue,
     SpriteAnimator,
     load_into,
     SpriteAnimatorConfig,
@@ -119,10 +120,10 @@ def test_in_training_the_body_moves_along_the_worlds_affine_and_the_head_learns_
     cfg = model.config
     first = to_unit(_batch(cfg)["rgba"][:1, 0])
     shift = torch.tensor([[[1.0, 0.0, -3.0], [0.0, 1.0, 0.0]]])  # the body 3 px to the right
-    args = (torch.zeros(1, 3, cfg.cond_dim), torch.tensor([3]), torch.tensor([2]), torch.tensor([0]), torch.zeros(1))
+    cue = FrameCue(torch.zeros(1, 3, cfg.cond_dim), torch.tensor([3]), torch.tensor([2]), torch.tensor([0]), torch.zeros(1))
     with torch.no_grad():
-        own, _, affines = model.frame(first, first, *args)
-        moved, _, _ = model.frame(first, first, *args, body=(shift, shift))
+        own, _, affines = model.frame(first, first, cue)
+        moved, _, _ = model.frame(first, first, cue, body=(shift, shift))
     torch.testing.assert_close(affines[0], true_affine(torch.tensor([[[1.0, 0, 0], [0, 1.0, 0]]]),
                                                        torch.tensor([[[1.0, 0, 0], [0, 1.0, 0]]])), atol=1e-5, rtol=0)
     assert (own - first).abs().mean() < 0.01  # an untrained head: no move
@@ -285,8 +286,9 @@ def test_a_scene_that_goes_on_is_trained_from_the_networks_own_drawing_of_a_dono
     model(batch)
     assert len(seen) == 2  # the donor's last frame (no gradient), then the graded frames from it
     torch.testing.assert_close(seen[0], torch.full_like(seen[0], 77 / 255))
-    drawn = real(seen[0], to_unit(batch["standing"]), batch["donor_s_a"], batch["donor_level"], torch.full((2,), cfg.frames - 1),
-                 batch["donor_role"], torch.zeros(2))[0]
+    cue = FrameCue(batch["donor_s_a"], batch["donor_level"], torch.full((2,), cfg.frames - 1), batch["donor_role"],
+                   torch.zeros(2))
+    drawn = real(seen[0], to_unit(batch["standing"]), cue)[0]
     torch.testing.assert_close(seen[1], drawn.repeat_interleave(cfg.frames_per_track, dim=0))
     with pytest.raises(ValueError, match="summing to <= 1"):
         sprite_animator_preset("tiny", standing_share=0.8, went_on_share=0.3)
@@ -488,7 +490,7 @@ def test_an_animator_that_draws_frame_0_draws_a_scene_that_starts_in_the_verbs_p
     cfg = sprite_animator_preset("tiny", first_frame=True, standing_share=1.0, went_on_share=0.0)
     model = SpriteAnimator(SpriteAnimatorNet(cfg))
     seen, real = [], model.frame
-    monkeypatch.setattr(model, "frame", lambda *a, **k: (seen.append(a[4]), real(*a, **k))[1])
+    monkeypatch.setattr(model, "frame", lambda *a, **k: (seen.append(a[2].index), real(*a, **k))[1])
     model(_batch(cfg, 8))
     assert 0 in torch.cat(seen).tolist()
     with pytest.raises(ValueError, match="first_frame"):
@@ -792,10 +794,11 @@ def test_with_manner_codes_each_track_is_taught_in_its_best_code_and_play_draws_
     batch = _two_ways(cfg)
     real, taught = model.frame, []
 
-    def frame(sprite, *args, manner=None, **kwargs):  # code 0 draws the square rising, code 1 sinking
-        drawn, offset, affines = real(sprite, *args, manner=manner, **kwargs)
+    def frame(sprite, reference, cue, *args, **kwargs):  # code 0 draws the square rising, code 1 sinking
+        drawn, offset, affines = real(sprite, reference, cue, *args, **kwargs)
+        manner = cue.manner
         if not torch.is_grad_enabled():  # the search over codes runs without gradient
-            index = args[3]
+            index = cue.index
             ways = torch.stack([to_unit(batch["rgba"][0]), to_unit(batch["rgba"][2])])  # (2, T, 4, H, W)
             drawn = ways[manner, index]
         else:
@@ -820,9 +823,9 @@ def test_with_manner_codes_each_track_is_taught_in_its_best_code_and_play_draws_
     assert logs["prior_acc"] == 1.0
     drawn_in = []
 
-    def spy(*args, manner=None, **kwargs):
-        drawn_in.append(manner.clone())
-        return real(*args, manner=manner, **kwargs)
+    def spy(sprite, reference, cue, *args, **kwargs):
+        drawn_in.append(cue.manner.clone())
+        return real(sprite, reference, cue, *args, **kwargs)
 
     monkeypatch.setattr(model, "frame", spy)
     model.eval()
@@ -843,9 +846,9 @@ def test_with_manner_labels_each_track_is_taught_in_the_code_of_its_adverb(monke
     taught = []
     real = model.frame
 
-    def frame(*args, manner=None, **kwargs):
-        taught.append(None if manner is None else manner.clone())
-        return real(*args, manner=manner, **kwargs)
+    def frame(sprite, reference, cue, *args, **kwargs):
+        taught.append(None if cue.manner is None else cue.manner.clone())
+        return real(sprite, reference, cue, *args, **kwargs)
 
     monkeypatch.setattr(model, "frame", frame)
     loss, logs = model(batch)

@@ -26,7 +26,7 @@ All sprites face right; play mirrors the input of a left-facing character and mi
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +169,25 @@ def sprite_animator_preset(name: str, **overrides: Any) -> SpriteAnimatorConfig:
     if name not in SPRITE_ANIMATOR_PRESETS:
         raise ValueError(f"unknown sprite animator preset {name!r}; choose from {sorted(SPRITE_ANIMATOR_PRESETS)}")
     return SpriteAnimatorConfig(**{**SPRITE_ANIMATOR_PRESETS[name], **overrides})
+
+
+@dataclass(frozen=True)
+class FrameCue:
+    """What one drawn frame is asked, per row: s_a (M, N, D), the motion level (M,), the frame's index in the shot
+    (M,), the role (M,: alone, a pair's subject, its partner), the noise augmentation of the input (M,) and the
+    manner code (M,; ``manners``; None for an animator without codes)."""
+
+    s_a: torch.Tensor
+    level: torch.Tensor
+    index: torch.Tensor
+    role: torch.Tensor
+    aug: torch.Tensor
+    manner: torch.Tensor | None = None
+
+    def rows(self, part: slice) -> FrameCue:
+        """The same cue for rows ``part`` only."""
+        return FrameCue(self.s_a[part], self.level[part], self.index[part], self.role[part], self.aug[part],
+                        None if self.manner is None else self.manner[part])
 
 
 class SpriteAnimatorNet(nn.Module):
@@ -362,20 +381,18 @@ class SpriteAnimator(nn.Module):
         model.load_state_dict({k: v.float() for k, v in load_safetensors(d / WEIGHTS_NAME).items()})
         return model.to(device).eval()
 
-    def frame(self, sprite: torch.Tensor, reference: torch.Tensor | None, s_a: torch.Tensor, level: torch.Tensor,
-              index: torch.Tensor, role: torch.Tensor, aug: torch.Tensor, seen: torch.Tensor | None = None,
+    def frame(self, sprite: torch.Tensor, reference: torch.Tensor | None, cue: FrameCue, seen: torch.Tensor | None = None,
               mode: str = "bilinear", body: tuple[torch.Tensor, torch.Tensor] | None = None,
-              manner: torch.Tensor | None = None,
               ) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
         """sprite and reference (M, 4, H, W) in [0, 1] -> (the drawn sprite (M, 4, H, W) in [0, 1], the feet's move
         (M, 2) in pixels, +x right, +y up, and with ``body_warp`` the body's backward affines (M, 2, 3) from the
         input and from the reference, else None). ``seen``: the network's view of the input (noise-augmented in
         training); ``body``: the affines to move the input and the reference along instead of the network's (the
-        world's, in training: ``true_body``); ``manner`` (M,): the manner code of each frame (``manners``)."""
+        world's, in training: ``true_body``)."""
         cfg = self.config
         seen = sprite if seen is None else seen
         offset, flow, mask, paint, *ref = self.net(seen * 2 - 1, None if reference is None else reference * 2 - 1,
-                                                   s_a, level, index, role, aug, manner)
+                                                   cue.s_a, cue.level, cue.index, cue.role, cue.aug, cue.manner)
         affines = body_affines(ref[2], cfg.height, cfg.width, cfg.offset_scale) if cfg.body_warp else None
         along = body if body is not None else affines
         moved = warp(sprite, flow.float() * cfg.flow_scale, mode, None if along is None else along[0])
@@ -432,16 +449,20 @@ class SpriteAnimator(nn.Module):
         if cfg.mark_weight and "marks" in truths:
             weight = weight + cfg.mark_weight * truths["marks"][track, index].flatten(0, 1)[:, None].float() / 255
         weight = weight / weight.mean(dim=(1, 2, 3), keepdim=True)
-        args = (source_r, rep(reference) if cfg.reference else None, rep(batch["s_a"].float()),
-                rep(batch["motion_level"].long()), index.flatten(), rep(batch["role"].long()), rep(aug), rep(seen))
+        ref_r = rep(reference) if cfg.reference else None
+        cue = FrameCue(rep(batch["s_a"].float()), rep(batch["motion_level"].long()), index.flatten(),
+                       rep(batch["role"].long()), rep(aug))
         body_in = truth if cfg.true_body else None
         manner_logs: dict[str, float] = {}
         manner = None
         if cfg.manners and cfg.manner_labels:  # the adverb that played each track
             manner = batch["manner"].long()
         elif cfg.manners:
-            manner, manner_logs = self.best_manner(batch, args, body_in, target, weight, offset_true)
-        drawn, offset, affines = self.frame(*args, body=body_in, manner=None if manner is None else rep(manner))
+            manner, manner_logs = self.best_manner(batch, (source_r, ref_r, cue, rep(seen)), body_in, target, weight,
+                                                   offset_true)
+        if manner is not None:
+            cue = replace(cue, manner=rep(manner))
+        drawn, offset, affines = self.frame(source_r, ref_r, cue, rep(seen), body=body_in)
         picture = ((drawn - target).abs() * weight).mean()
         copy = ((source_r - target).abs() * weight).mean()  # what copying the input would cost: learning is the gap
         feet = (offset - offset_true).abs().mean() / cfg.offset_scale
@@ -462,17 +483,20 @@ class SpriteAnimator(nn.Module):
         return loss, {"loss": float(loss.detach()), **logs, **manner_logs}
 
     @torch.no_grad()
-    def best_manner(self, batch: dict[str, torch.Tensor], args: tuple[torch.Tensor | None, ...],
+    def best_manner(self, batch: dict[str, torch.Tensor],
+                    args: tuple[torch.Tensor, torch.Tensor | None, FrameCue, torch.Tensor],
                     body: tuple[torch.Tensor, torch.Tensor] | None, target: torch.Tensor, weight: torch.Tensor,
                     offset_true: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
-        """long (B,): per track, the manner code whose drawing of its frames (``args`` of ``frame``, K frames a
+        """long (B,): per track, the manner code whose drawing of its frames (``args``: sprite, reference, cue and
+        seen of ``frame``, K frames a
         track) costs least (the picture's weighted L1 and the feet's), and logs: how often each code wins, as an
         entropy (nats: log(manners) when all are used), and the gain of the best code over the mean code."""
         cfg, b = self.config, batch["rgba"].shape[0]
+        sprite, reference, cue, seen = args
         costs = []
         for code in range(cfg.manners):
             manner = torch.full((target.shape[0],), code, device=target.device, dtype=torch.long)
-            drawn, offset, _ = self.frame(*args, body=body, manner=manner)
+            drawn, offset, _ = self.frame(sprite, reference, replace(cue, manner=manner), seen, body=body)
             cost = ((drawn - target).abs() * weight).mean(dim=(1, 2, 3)) + cfg.offset_weight * (
                 offset - offset_true).abs().mean(dim=1) / cfg.offset_scale
             costs.append(cost.float().reshape(b, -1).mean(dim=1))
@@ -509,9 +533,9 @@ class SpriteAnimator(nn.Module):
         n = first.shape[0]
         s_a, level = batch["donor_s_a"][rows].float(), batch["donor_level"][rows].long()
         role = batch["donor_role"][rows].long()
-        last, _, _ = self.frame(first, reference[rows] if self.config.reference else None, s_a, level,
-                                torch.full((n,), self.config.frames - 1, device=first.device), role,
-                                torch.zeros(n, device=first.device), manner=self.likely_manner(s_a, level, role))
+        cue = FrameCue(s_a, level, torch.full((n,), self.config.frames - 1, device=first.device), role,
+                       torch.zeros(n, device=first.device), self.likely_manner(s_a, level, role))
+        last, _, _ = self.frame(first, reference[rows] if self.config.reference else None, cue)
         return last.clamp(0, 1)
 
     @torch.no_grad()
@@ -530,18 +554,16 @@ class SpriteAnimator(nn.Module):
         b, t = sprite.shape[0], cfg.frames - start
         index = torch.arange(start, cfg.frames, device=sprite.device).repeat(b)  # (B*T',)
         rep = lambda x: x.repeat_interleave(t, dim=0)  # noqa: E731
-        sprite_r, s_a_r, level_r, role_r = rep(sprite), rep(s_a.float()), rep(level.long()), rep(role.long())
-        ref_r = rep(reference) if self.config.reference else None
-        aug_r = torch.full((b * t,), float(aug), device=sprite.device)
+        sprite_r, ref_r = rep(sprite), rep(reference) if self.config.reference else None
         if cfg.manners and manner is None:
             manner = self.likely_manner(s_a, level, role)
-        manner_r = None if manner is None else rep(manner.long())
+        cue = FrameCue(rep(s_a.float()), rep(level.long()), index, rep(role.long()),
+                       torch.full((b * t,), float(aug), device=sprite.device),
+                       None if manner is None else rep(manner.long()))
         drawn, offsets = [], []
         for i in range(0, b * t, chunk):
-            d, o, _ = self.frame(sprite_r[i:i + chunk], None if ref_r is None else ref_r[i:i + chunk],
-                                 s_a_r[i:i + chunk], level_r[i:i + chunk], index[i:i + chunk], role_r[i:i + chunk],
-                                 aug_r[i:i + chunk], mode=mode,
-                                 manner=None if manner_r is None else manner_r[i:i + chunk])
+            part = slice(i, i + chunk)
+            d, o, _ = self.frame(sprite_r[part], None if ref_r is None else ref_r[part], cue.rows(part), mode=mode)
             drawn.append(d)
             offsets.append(o)
         return (torch.cat(drawn).reshape(b, t, 4, *sprite.shape[-2:]).clamp(0, 1),
