@@ -26,7 +26,9 @@ import torch
 from animegamer.core.runs import resolve_decoder
 from animegamer.decoder.sprite_animator import to_unit
 from animegamer.evaluation.drawn_shots import load_animator
-from animegamer.training.action_parts import SHIPPED, TEXT_TABLE, ActionParts, compute_s_a, shots_from_worlds
+from animegamer.training.action_parts import (
+    SHIPPED, TEXT_TABLE, ActionParts, ShotTensors, compute_s_a, shots_from_worlds,
+)
 from animegamer.training.phase_sprites import sprite_tensors
 
 FRAMES = (4, 8, 12, 16)
@@ -36,6 +38,23 @@ def tile(x: torch.Tensor) -> np.ndarray:
     """(4, H, W) premultiplied RGBA in [0, 1] -> uint8 RGB on white."""
     c = x[:3] + (1 - x[3:])
     return (c.permute(1, 2, 0).numpy() * 255).clip(0, 255).astype(np.uint8)
+
+
+def single_shots(data: str, verbs: list[str], per_verb: int, rows: int) -> tuple[ShotTensors, torch.Tensor]:
+    """The first ``per_verb`` one-character shots of each of ``verbs`` among the first ``rows`` train-split rows of
+    the world ``data``, in the order of ``verbs``, and their s_a from the shipped E_a."""
+    dec = resolve_decoder(SHIPPED)
+    shots = shots_from_worlds([data], "train", rows, False)
+    picked, count = [], {}
+    for i, r in enumerate(shots.rows):
+        if r["motion"] in verbs and count.get(r["motion"], 0) < per_verb and len(r["characters"]) == 1:
+            count[r["motion"]] = count.get(r["motion"], 0) + 1
+            picked.append(i)
+    picked.sort(key=lambda i: verbs.index(shots.rows[i]["motion"]))
+    shots.rows = [shots.rows[i] for i in picked]
+    shots.frames, shots.levels = shots.frames[picked], shots.levels[picked]
+    shots.texts = [shots.texts[i] for i in picked]
+    return shots, compute_s_a(ActionParts(dec, "cpu", dec / TEXT_TABLE), shots, progress=False)
 
 
 def play_sheet(jsonls: list[str], turns: str, out: str) -> int:
@@ -71,18 +90,7 @@ def main() -> int:
     torch.set_num_threads(2)
     verbs = args.verbs.split(",")
     models = [load_animator(r) for r in args.runs]
-    dec = resolve_decoder(SHIPPED)
-    shots = shots_from_worlds([args.data], "train", 200, False)
-    picked, count = [], {}
-    for i, r in enumerate(shots.rows):
-        if r["motion"] in verbs and count.get(r["motion"], 0) < args.per_verb and len(r["characters"]) == 1:
-            count[r["motion"]] = count.get(r["motion"], 0) + 1
-            picked.append(i)
-    picked.sort(key=lambda i: verbs.index(shots.rows[i]["motion"]))
-    shots.rows = [shots.rows[i] for i in picked]
-    shots.frames, shots.levels = shots.frames[picked], shots.levels[picked]
-    shots.texts = [shots.texts[i] for i in picked]
-    s_a = compute_s_a(ActionParts(dec, "cpu", dec / TEXT_TABLE), shots, progress=False)
+    shots, s_a = single_shots(args.data, verbs, args.per_verb, 200)
     sp = sprite_tensors(shots.rows, shots.frames.shape[1], 2, False)
     blocks = []
     for j in range(len(sp.role)):
