@@ -103,7 +103,9 @@ def main() -> int:
         cv2.putText(block, shots.rows[int(sh)]["motion"], (2, 10), cv2.FONT_HERSHEY_SIMPLEX, 0.35, (200, 0, 0), 1)
         blocks.append(block)
     half = (len(blocks) + 1) // 2
-    cols = [np.concatenate(blocks[k:k + half], 0) for k in (0, half)]
+    cols = [np.concatenate(blocks[k:k + half], 0) for k in (0, half) if blocks[k:k + half]]
+    if len(cols) == 1:  # one track: one column
+        cols.append(np.full((cols[0].shape[0], 0, 3), 255, np.uint8))
     if cols[1].shape[0] < cols[0].shape[0]:
         cols[1] = np.concatenate([cols[1], np.full((cols[0].shape[0] - cols[1].shape[0],) + cols[1].shape[1:], 255,
                                                    np.uint8)], 0)
