@@ -26,7 +26,7 @@ All sprites face right; play mirrors the input of a left-facing character and mi
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -107,23 +107,6 @@ class SpriteAnimatorConfig:
     # pose at frame 0, as the world's shots start, instead of the stage's standing cut-out, whose jump to the pose
     # at frame 1 read as one or two levels more motion than asked (docs/layers.md)
     first_frame: bool = True
-    # several motions per condition: the same words at the same level stand for several ways to play them (a
-    # "gently" twin at level 3, a "wildly" one; docs/layers.md, "Twins played in another manner"), and a regressor
-    # drew their mean, calmer than any. With ``manners`` > 0 the network takes one of that many learnt manner codes
-    # in its embedding; training grades each track under every code and teaches only the best one (multiple-choice
-    # learning), and a small head learns which code the conditions (s_a, level, role) mostly need; play draws the
-    # whole shot with that code, so a shot is one motion, not an average. 0: no codes
-    manners: int = 0
-    manner_init: float = 0.2  # the codes' embeddings start this far apart (std): all draw nearly as before
-    # the codes are told, not chosen: each track's code is the adverb that played it (the batch's ``manner``: the
-    # world knows it, for a twin the adverb it was played as), so a code is one speed and amplitude, and the head
-    # learns which adverb plays the words at the level asked. Chosen by multiple-choice learning the codes split
-    # the tracks by what separates their drawings, which the conditions cannot predict (docs/layers.md)
-    manner_labels: bool = False
-    prior_weight: float = 0.1  # the code head's cross-entropy against the best code
-    # training data: each shot also played in another manner (``training/phase_sprites.manner_twins``): the same
-    # words at another level, so the level, not only the words, says how much the character moves
-    manner_twins: bool = False
 
     def __post_init__(self) -> None:
         self.channels = tuple(int(c) for c in self.channels)
@@ -139,10 +122,6 @@ class SpriteAnimatorConfig:
             raise ValueError(f"SpriteAnimatorConfig: channels must be multiples of 8 and of heads, blocks >= 1, got "
                              f"{self.channels}, {self.heads}, {self.blocks}")
         shares = (self.standing_share, self.went_on_share)
-        if self.manners < 0 or self.manners == 1:
-            raise ValueError(f"SpriteAnimatorConfig: manners 0 (none) or >= 2, got {self.manners}")
-        if self.manner_labels and not self.manners:
-            raise ValueError("SpriteAnimatorConfig: manner_labels needs manners (one code per adverb)")
         if not 1 <= self.frames_per_track <= self.frames - 1 or min(shares) < 0 or sum(shares) > 1:
             raise ValueError(f"SpriteAnimatorConfig: frames_per_track in 1..{self.frames - 1}, standing_share and "
                              f"went_on_share >= 0 summing to <= 1, got {self.frames_per_track}, {shares}")
@@ -174,20 +153,17 @@ def sprite_animator_preset(name: str, **overrides: Any) -> SpriteAnimatorConfig:
 @dataclass(frozen=True)
 class FrameCue:
     """What one drawn frame is asked, per row: s_a (M, N, D), the motion level (M,), the frame's index in the shot
-    (M,), the role (M,: alone, a pair's subject, its partner), the noise augmentation of the input (M,) and the
-    manner code (M,; ``manners``; None for an animator without codes)."""
+    (M,), the role (M,: alone, a pair's subject, its partner) and the noise augmentation of the input (M,)."""
 
     s_a: torch.Tensor
     level: torch.Tensor
     index: torch.Tensor
     role: torch.Tensor
     aug: torch.Tensor
-    manner: torch.Tensor | None = None
 
     def rows(self, part: slice) -> FrameCue:
         """The same cue for rows ``part`` only."""
-        return FrameCue(self.s_a[part], self.level[part], self.index[part], self.role[part], self.aug[part],
-                        None if self.manner is None else self.manner[part])
+        return FrameCue(self.s_a[part], self.level[part], self.index[part], self.role[part], self.aug[part])
 
 
 class SpriteAnimatorNet(nn.Module):
@@ -207,11 +183,6 @@ class SpriteAnimatorNet(nn.Module):
         self.role_emb = nn.Embedding(cfg.roles, e)
         self.cond_proj = nn.Sequential(nn.LayerNorm(cfg.cond_dim), nn.Linear(cfg.cond_dim, e))
         self.cond_norm = nn.LayerNorm(cfg.cond_dim)
-        if cfg.manners:
-            self.manner_emb = nn.Embedding(cfg.manners, e)
-            nn.init.normal_(self.manner_emb.weight, std=cfg.manner_init)
-            self.manner_head = nn.Sequential(nn.Linear(cfg.cond_dim + cfg.levels + 1 + cfg.roles, e), nn.SiLU(),
-                                             nn.Linear(e, e), nn.SiLU(), nn.Linear(e, cfg.manners))
         c0 = cfg.channels[0]
         self.conv_in = nn.Conv2d((8 if cfg.reference else 4) * s * s, c0, 3, padding=1)
         self.down, self.downsample, self.up, self.up_conv = (nn.ModuleList() for _ in range(4))
@@ -245,16 +216,8 @@ class SpriteAnimatorNet(nn.Module):
             if cfg.reference_warp:
                 self.conv_out.bias[(OUT_CHANNELS + 2) * s * s:] = REFERENCE_MASK_BIAS
 
-    def manner_logits(self, s_a: torch.Tensor, level: torch.Tensor, role: torch.Tensor) -> torch.Tensor:
-        """(B, manners): which manner code the conditions mostly need (trained against the best code)."""
-        cfg = self.config
-        x = torch.cat([F.layer_norm(s_a.float().mean(dim=1), (cfg.cond_dim,)),
-                       F.one_hot(level.long(), cfg.levels + 1).float(), F.one_hot(role.long(), cfg.roles).float()], -1)
-        return self.manner_head(x)
-
     def forward(self, sprite: torch.Tensor, reference: torch.Tensor | None, s_a: torch.Tensor, level: torch.Tensor,
-                index: torch.Tensor, role: torch.Tensor, aug: torch.Tensor,
-                manner: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
+                index: torch.Tensor, role: torch.Tensor, aug: torch.Tensor) -> tuple[torch.Tensor, ...]:
         cfg = self.config
         if cfg.reference:
             if reference is None:
@@ -262,10 +225,6 @@ class SpriteAnimatorNet(nn.Module):
             sprite = torch.cat([sprite, reference], dim=1)
         emb = (self.aug_mlp(fourier(aug, cfg.emb_dim)) + self.level_emb(level) + self.index_emb(index)
                + self.role_emb(role) + self.cond_proj(s_a.mean(dim=1)))
-        if cfg.manners:
-            if manner is None:
-                raise ValueError("this sprite animator draws in one of its manner codes: pass one")
-            emb = emb + self.manner_emb(manner)
         emb = F.silu(emb)  # (M, E)
         cond = self.cond_norm(s_a)  # (M, N, D)
         x = self.conv_in(F.pixel_unshuffle(sprite, cfg.stem))
@@ -305,10 +264,9 @@ def load_into(model: "SpriteAnimator", state: dict[str, torch.Tensor]) -> None:
         state[w] = torch.cat([state[w], state[w][:2 * ss], mask_w])  # the reference's flow starts as the input's
         state[b] = torch.cat([state[b], state[b][:2 * ss], mask_b])
     missing = set(own) - set(state)
-    if missing - {k for k in own if k.startswith(("net.body.", "net.manner_"))}:
+    if missing - {k for k in own if k.startswith("net.body.")}:
         raise ValueError(f"--init: the weights lack {sorted(missing)[:4]}")
-    # a run without the body warp gains one at zero (no move); without manner codes, codes a little apart
-    # (``manner_init``) and a fresh head
+    # a run without the body warp gains one at zero (no move)
     state.update({k: own[k] for k in missing})
     model.load_state_dict({k: v.float() for k, v in state.items()})
 
@@ -392,7 +350,7 @@ class SpriteAnimator(nn.Module):
         cfg = self.config
         seen = sprite if seen is None else seen
         offset, flow, mask, paint, *ref = self.net(seen * 2 - 1, None if reference is None else reference * 2 - 1,
-                                                   cue.s_a, cue.level, cue.index, cue.role, cue.aug, cue.manner)
+                                                   cue.s_a, cue.level, cue.index, cue.role, cue.aug)
         affines = body_affines(ref[2], cfg.height, cfg.width, cfg.offset_scale) if cfg.body_warp else None
         along = body if body is not None else affines
         moved = warp(sprite, flow.float() * cfg.flow_scale, mode, None if along is None else along[0])
@@ -453,26 +411,11 @@ class SpriteAnimator(nn.Module):
         cue = FrameCue(rep(batch["s_a"].float()), rep(batch["motion_level"].long()), index.flatten(),
                        rep(batch["role"].long()), rep(aug))
         body_in = truth if cfg.true_body else None
-        manner_logs: dict[str, float] = {}
-        manner = None
-        if cfg.manners and cfg.manner_labels:  # the adverb that played each track
-            manner = batch["manner"].long()
-        elif cfg.manners:
-            manner, manner_logs = self.best_manner(batch, (source_r, ref_r, cue, rep(seen)), body_in, target, weight,
-                                                   offset_true)
-        if manner is not None:
-            cue = replace(cue, manner=rep(manner))
         drawn, offset, affines = self.frame(source_r, ref_r, cue, rep(seen), body=body_in)
         picture = ((drawn - target).abs() * weight).mean()
         copy = ((source_r - target).abs() * weight).mean()  # what copying the input would cost: learning is the gap
         feet = (offset - offset_true).abs().mean() / cfg.offset_scale
         loss = picture + cfg.offset_weight * feet
-        if manner is not None:  # the head learns which code the conditions need
-            logits = self.net.manner_logits(batch["s_a"], batch["motion_level"], batch["role"])
-            prior = F.cross_entropy(logits.float(), manner)
-            loss = loss + cfg.prior_weight * prior
-            manner_logs |= {"prior_ce": float(prior.detach()),
-                            "prior_acc": float((logits.argmax(-1) == manner).float().mean())}
         logs = {"picture": float(picture.detach()), "copy": float(copy), "feet": float(feet.detach()),
                 "feet_still": float(offset_true.abs().mean() / cfg.offset_scale)}
         if affines is not None and truth is not None:  # the body's move, against where the world put the body
@@ -480,38 +423,7 @@ class SpriteAnimator(nn.Module):
             body = (affine_error(affines[0], truth[0], coverage) + affine_error(affines[1], truth[1], coverage)) / 2
             loss = loss + cfg.body_weight * body / cfg.offset_scale
             logs["body_px"] = float(body.detach())
-        return loss, {"loss": float(loss.detach()), **logs, **manner_logs}
-
-    @torch.no_grad()
-    def best_manner(self, batch: dict[str, torch.Tensor],
-                    args: tuple[torch.Tensor, torch.Tensor | None, FrameCue, torch.Tensor],
-                    body: tuple[torch.Tensor, torch.Tensor] | None, target: torch.Tensor, weight: torch.Tensor,
-                    offset_true: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
-        """long (B,): per track, the manner code whose drawing of its frames (``args``: sprite, reference, cue and
-        seen of ``frame``, K frames a
-        track) costs least (the picture's weighted L1 and the feet's), and logs: how often each code wins, as an
-        entropy (nats: log(manners) when all are used), and the gain of the best code over the mean code."""
-        cfg, b = self.config, batch["rgba"].shape[0]
-        sprite, reference, cue, seen = args
-        costs = []
-        for code in range(cfg.manners):
-            manner = torch.full((target.shape[0],), code, device=target.device, dtype=torch.long)
-            drawn, offset, _ = self.frame(sprite, reference, replace(cue, manner=manner), seen, body=body)
-            cost = ((drawn - target).abs() * weight).mean(dim=(1, 2, 3)) + cfg.offset_weight * (
-                offset - offset_true).abs().mean(dim=1) / cfg.offset_scale
-            costs.append(cost.float().reshape(b, -1).mean(dim=1))
-        costs_t = torch.stack(costs, dim=1)  # (B, manners)
-        best = costs_t.argmin(dim=1)
-        share = torch.bincount(best, minlength=cfg.manners).float() / b
-        entropy = -(share * share.clamp_min(1e-9).log()).sum()
-        return best, {"manner_entropy": float(entropy),
-                      "manner_gain": float((costs_t.mean(dim=1) - costs_t.min(dim=1).values).mean())}
-
-    def likely_manner(self, s_a: torch.Tensor, level: torch.Tensor, role: torch.Tensor) -> torch.Tensor | None:
-        """long (B,): the manner code the conditions mostly need (None for an animator without codes)."""
-        if not self.config.manners:
-            return None
-        return self.net.manner_logits(s_a, level, role).argmax(dim=-1)
+        return loss, {"loss": float(loss.detach()), **logs}
 
     def targets(self, batch: dict[str, torch.Tensor], unseen: torch.Tensor) -> dict[str, torch.Tensor]:
         """Per track, the frames it is graded against (``rgba``, ``offset``, ``body``, ``marks``): the shot's own,
@@ -534,20 +446,19 @@ class SpriteAnimator(nn.Module):
         s_a, level = batch["donor_s_a"][rows].float(), batch["donor_level"][rows].long()
         role = batch["donor_role"][rows].long()
         cue = FrameCue(s_a, level, torch.full((n,), self.config.frames - 1, device=first.device), role,
-                       torch.zeros(n, device=first.device), self.likely_manner(s_a, level, role))
+                       torch.zeros(n, device=first.device))
         last, _, _ = self.frame(first, reference[rows] if self.config.reference else None, cue)
         return last.clamp(0, 1)
 
     @torch.no_grad()
     def draw(self, sprite: torch.Tensor, reference: torch.Tensor | None, s_a: torch.Tensor, level: torch.Tensor,
              role: torch.Tensor, aug: float = 0.0, mode: str = "bicubic",
-             chunk: int = 16, start: int = 1, manner: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+             chunk: int = 16, start: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
         """sprite and the character's reference cut-out (B, 4, H, W) in [0, 1] (premultiplied RGBA, facing as the
         role's track: right, a pair's partner left), s_a (B, N, D), level (B,), role (B,) -> frames start..T-1
         (B, T', 4, H, W) in [0, 1] and the feet (B, T', 2) in pixels, x their move from frame 0, y their lift
         (``start`` 0: frame 0 drawn too, for an animator trained to, ``first_frame``). Deterministic: a character's
-        verb at an adverb has one motion in the world; with ``manners`` the whole shot in one code, ``manner`` (B,) or
-        the one the conditions mostly need)."""
+        verb at an adverb has one motion in the world)."""
         cfg = self.config
         if not (start == 1 or (start == 0 and cfg.first_frame)):
             raise ValueError(f"draw(start={start}): frames from 1, or from 0 for an animator trained with first_frame")
@@ -555,11 +466,8 @@ class SpriteAnimator(nn.Module):
         index = torch.arange(start, cfg.frames, device=sprite.device).repeat(b)  # (B*T',)
         rep = lambda x: x.repeat_interleave(t, dim=0)  # noqa: E731
         sprite_r, ref_r = rep(sprite), rep(reference) if self.config.reference else None
-        if cfg.manners and manner is None:
-            manner = self.likely_manner(s_a, level, role)
         cue = FrameCue(rep(s_a.float()), rep(level.long()), index, rep(role.long()),
-                       torch.full((b * t,), float(aug), device=sprite.device),
-                       None if manner is None else rep(manner.long()))
+                       torch.full((b * t,), float(aug), device=sprite.device))
         drawn, offsets = [], []
         for i in range(0, b * t, chunk):
             part = slice(i, i + chunk)

@@ -47,7 +47,6 @@ from animegamer.training.action_parts import (
 )
 from animegamer.training.loop import TrainConfig, train
 from animegamer.world.flow import MotionQuantizer, flow_magnitude
-from animegamer.world.motion_catalog import load_motions
 from animegamer.world.sprite_tracks import FRAME_H, SpriteTrack, row_tracks, session_lengths, shot_phase
 
 PRESETS: dict[str, TrainConfig] = {
@@ -156,52 +155,6 @@ def played_levels(rows: list[dict[str, Any]], sprites: SpriteTensors, stage: Sta
     return levels
 
 
-def manner_twins(rows: list[dict[str, Any]], levels: torch.Tensor, stage: Stage, n_frames: int, workers: int = 2,
-                 progress: bool = True, canonical: bool = False,
-                 seed: int = 0) -> tuple[list[int], SpriteTensors, torch.Tensor, list[str]]:
-    """Each shot played again as another adverb plays it (``world/sprite_tracks.played_as``: its speed and
-    amplitude), its words unchanged, kept where the level play reads from it moved from the shot's own
-    (``levels``): (the source row of each kept twin, the twins' tracks, their levels as played, the adverb each
-    was played as). In the world's
-    films the words fix the manner, so the level says nothing the words do not, and a network trained on them
-    learnt to follow the words alone; the twins show the same words at other levels (docs/layers.md, "Twins played
-    in another manner")."""
-    rng = np.random.default_rng(seed)
-    words = sorted(w for w in load_motions()[1])
-    twins = []
-    for row in rows:
-        others = [w for w in words if w != row["adverb"]]
-        twins.append(dict(row, manner=others[int(rng.integers(len(others)))]))
-    sprites = sprite_tensors(twins, n_frames, workers, progress, canonical)
-    twin_levels = played_levels(twins, sprites, stage, progress, workers)
-    moved = twin_levels != levels
-    keep = moved[sprites.shot]
-    kept_shots = sorted(set(sprites.shot[keep].tolist()))
-    renumber = torch.full((len(rows),), -1, dtype=torch.long)
-    renumber[kept_shots] = torch.arange(len(kept_shots))
-    return (kept_shots, select_tracks(sprites, keep, renumber), twin_levels[kept_shots],
-            [twins[i]["manner"] for i in kept_shots])
-
-
-TRACK_FIELDS = ("rgba", "standing", "offset", "role", "body", "standing_body", "marks")  # per track, beside its shot
-
-
-def select_tracks(sprites: SpriteTensors, keep: torch.Tensor, renumber: torch.Tensor) -> SpriteTensors:
-    """The tracks ``keep`` (bool (M,)), their shots renumbered by ``renumber`` (old shot -> new)."""
-    canonical = {k: v[keep] for k, v in sprites.canonical.items()} if sprites.canonical else None
-    return dataclasses.replace(sprites, **{f: getattr(sprites, f)[keep] for f in TRACK_FIELDS},
-                               shot=renumber[sprites.shot[keep]], canonical=canonical)
-
-
-def join_tracks(a: SpriteTensors, b: SpriteTensors, b_shot_offset: int) -> SpriteTensors:
-    """The tracks of ``a`` then ``b``, ``b``'s shots numbered from ``b_shot_offset``."""
-    canonical = ({k: torch.cat([a.canonical[k], b.canonical[k]]) for k in a.canonical}
-                 if a.canonical and b.canonical else None)
-    return dataclasses.replace(a, **{f: torch.cat([getattr(a, f), getattr(b, f)]) for f in TRACK_FIELDS},
-                               shot=torch.cat([a.shot, b.shot + b_shot_offset]), skipped=a.skipped + b.skipped,
-                               canonical=canonical)
-
-
 def look_groups(standing: torch.Tensor) -> list[list[int]]:
     """Tracks grouped by their standing picture: the same character in the same look, facing the same way."""
     groups: dict[bytes, list[int]] = {}
@@ -215,10 +168,8 @@ class SpriteShots(torch.utils.data.Dataset):
     a donor: another track of the same character and look (or itself), whose last frame as the network draws it
     is the input of a scene that goes on (``SpriteAnimatorConfig.went_on_share``)."""
 
-    def __init__(self, sprites: SpriteTensors, s_a: torch.Tensor, levels: torch.Tensor, seed: int = 0,
-                 manners: torch.Tensor | None = None) -> None:
-        """``manners``: long (shots,), the code of the adverb that played each shot (``manner_labels``), or None."""
-        self.sprites, self.s_a, self.levels, self.manners = sprites, s_a, levels, manners
+    def __init__(self, sprites: SpriteTensors, s_a: torch.Tensor, levels: torch.Tensor, seed: int = 0) -> None:
+        self.sprites, self.s_a, self.levels = sprites, s_a, levels
         self.looks = look_groups(sprites.standing)
         self.group_of = [np.empty(0, np.int64)] * len(sprites.role)
         for members in self.looks:
@@ -238,8 +189,7 @@ class SpriteShots(torch.utils.data.Dataset):
                 "s_a": self.s_a[shot], "motion_level": self.levels[shot], "donor_first": sp.rgba[donor, 0],
                 "donor_s_a": self.s_a[donor_shot], "donor_level": self.levels[donor_shot], "donor_role": sp.role[donor],
                 "body": sp.body[i], "standing_body": sp.standing_body[i], "donor_last_body": sp.body[donor, -1],
-                "marks": sp.marks[i], **canonical,
-                **({} if self.manners is None else {"manner": self.manners[shot]})}
+                "marks": sp.marks[i], **canonical}
 
 
 def collate(items: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -290,23 +240,7 @@ def run(args: argparse.Namespace) -> int:
     moved = (levels != shots.levels).float()
     print(f"[sprites] levels as play shows them: {moved.mean():.3f} of shots read another level than the "
           f"world's (mean {float((levels - shots.levels).float().mean()):+.3f})")
-    adverbs = sorted(load_motions()[1])  # a manner code is its adverb's index (``manner_labels``)
-    if net_cfg.manner_labels and net_cfg.manners != len(adverbs):
-        raise ValueError(f"--net: manner_labels needs manners = {len(adverbs)}, one code per adverb of the world "
-                         f"({adverbs}), got {net_cfg.manners}")
-    manners = torch.tensor([adverbs.index(r["adverb"]) for r in shots.rows]) if net_cfg.manner_labels else None
-    if net_cfg.manner_twins:
-        sources, twins, twin_levels, twin_manners = manner_twins(
-            shots.rows, levels, stage, shots.frames.shape[1], args.render_workers, cfg.progress,
-            net_cfg.canonical_start, cfg.seed)
-        print(f"[sprites] {len(sources)} of {len(shots.rows)} shots played in another manner read another level: "
-              f"{len(twins.role)} more tracks, the same words at another level")
-        sprites = join_tracks(sprites, twins, len(shots.rows))
-        s_a = torch.cat([s_a, s_a[sources]])
-        levels = torch.cat([levels, twin_levels])
-        if manners is not None:
-            manners = torch.cat([manners, torch.tensor([adverbs.index(m) for m in twin_manners], dtype=torch.long)])
-    data = SpriteShots(sprites, s_a, levels, cfg.seed, manners)
+    data = SpriteShots(sprites, s_a, levels, cfg.seed)
     print(f"[sprites] {len(data.looks)} character looks, {len(sprites.role) / len(data.looks):.1f} tracks each: a "
           f"scene that goes on is trained from another track of the same look")
     result = train(module, data, collate, cfg, args.out, resume=args.resume)

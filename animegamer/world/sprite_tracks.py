@@ -21,7 +21,6 @@ import numpy as np
 
 from animegamer.world.cast import CharacterSpec, Look, load_cast
 from animegamer.world.character_art import body_matrix, draw_character
-from animegamer.world.motion_catalog import load_motions
 from animegamer.world.motions import PAIR_GAP, ActorFrame, motion_table
 from animegamer.world.pose import Pose
 from animegamer.world.sessions import TurnPlan, plan_session
@@ -150,20 +149,7 @@ def row_tracks(row: dict[str, Any], n_turns: int, n_frames: int = 17, fps: float
                          f"{list(a.characters)}, the row says {row['motion']} {row['adverb']} {row['characters']}")
     if phase is None:
         phase = shot_phase(row)
-    if row.get("manner") is not None:
-        turn = played_as(turn, str(row["manner"]))
     return turn_tracks(turn, load_cast(cast_file), n_frames, fps, phase)
-
-
-def played_as(turn: TurnPlan, adverb: str) -> TurnPlan:
-    """The turn played as ``adverb`` plays its verb (that adverb's speed and amplitude, the stamina's sluggishness
-    kept), its words unchanged: a "manner twin" of the shot, whose tracks show the same words at another level
-    (``training/phase_sprites.manner_twins``)."""
-    adverbs = load_motions()[1]
-    if adverb not in adverbs:
-        raise ValueError(f"manner {adverb!r}: not an adverb of the world ({sorted(adverbs)})")
-    own, other = adverbs[turn.action.adverb], adverbs[adverb]
-    return replace(turn, speed=turn.speed * other.speed / own.speed, amplitude=other.amplitude)
 
 
 def session_lengths(rows: list[dict[str, Any]]) -> dict[tuple[int, int], int]:
