@@ -18,9 +18,9 @@ import json
 import numpy as np
 import torch
 
-from animegamer.decoder.sprite_animator import to_unit
+from animegamer.decoder.sprite_animator import SpriteAnimator, to_unit
 from animegamer.evaluation.drawn_shots import load_animator
-from animegamer.training.phase_sprites import sprite_tensors
+from animegamer.training.phase_sprites import SpriteTensors, sprite_tensors
 from sprite_sheet import single_shots  # experiments/, beside this script
 
 
@@ -28,6 +28,21 @@ def change(frames: torch.Tensor, where: torch.Tensor) -> float:
     """Mean |frame_i - frame_(i-1)| over ``where`` (H, W bool), frames (T, 4, H, W)."""
     step = (frames[1:] - frames[:-1]).abs().mean(dim=1)  # (T-1, H, W)
     return float(step[:, where].mean()) if bool(where.any()) else float("nan")
+
+
+def world_track(tracks: SpriteTensors, j: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Track ``j`` as the world drew it from phase 0, frames 1..T-1 (T-1, 4, H, W) in [0, 1], and where its marks are
+    in any frame (H, W bool)."""
+    return to_unit(tracks.canonical["rgba"][j])[1:], (tracks.canonical["marks"][j] > 32).any(dim=0)
+
+
+def drawn_from_standing(model: SpriteAnimator, tracks: SpriteTensors, j: int, s_a: torch.Tensor,
+                        levels: torch.Tensor) -> torch.Tensor:
+    """Track ``j`` as ``model`` draws it from the character standing: frames 1..T-1 (T-1, 4, H, W)."""
+    shot, ref = tracks.shot[j:j + 1], to_unit(tracks.standing[j:j + 1])
+    with torch.no_grad():
+        drawn, _ = model.draw(ref, ref, s_a[shot].float(), levels[shot], tracks.role[j:j + 1])
+    return drawn[0]
 
 
 def main() -> int:
@@ -46,17 +61,14 @@ def main() -> int:
     out: dict[str, list] = {"tracks": []}
     for j in range(len(sp.role)):
         sh = sp.shot[j:j + 1]
-        truth = to_unit(sp.canonical["rgba"][j])[1:]  # (16, 4, H, W)
-        marks = (sp.canonical["marks"][j] > 32).any(dim=0)
+        truth, marks = world_track(sp, j)
         whole = torch.ones_like(marks)
-        ref = to_unit(sp.standing[j:j + 1])
         rec = {"verb": shots.rows[int(sh)]["motion"], "adverb": shots.rows[int(sh)]["adverb"],
                "level": int(shots.levels[sh]), "mark_px": int(marks.sum()),
                "true": [change(truth, marks), change(truth, whole)], "drawn": []}
         for model in models:
-            with torch.no_grad():
-                drawn, _ = model.draw(ref, ref, s_a[sh].float(), shots.levels[sh], sp.role[j:j + 1])
-            rec["drawn"].append([change(drawn[0], marks), change(drawn[0], whole)])
+            drawn = drawn_from_standing(model, sp, j, s_a, shots.levels)
+            rec["drawn"].append([change(drawn, marks), change(drawn, whole)])
         out["tracks"].append(rec)
     summary = {}
     for verb in verbs:

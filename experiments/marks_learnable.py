@@ -17,10 +17,10 @@ import argparse
 import numpy as np
 import torch
 
-from animegamer.decoder.sprite_animator import SpriteAnimator, to_unit
+from animegamer.decoder.sprite_animator import SpriteAnimator
 from animegamer.evaluation.drawn_shots import load_animator
 from animegamer.training.phase_sprites import SpriteShots, SpriteTensors, collate, sprite_tensors
-from mark_motion import change  # experiments/, beside this script
+from mark_motion import change, drawn_from_standing, world_track  # experiments/, beside this script
 from sprite_sheet import single_shots
 
 SHIPPED_ANIMATOR = "animegamer/weights/default/shot_decoder/sprite_animator"
@@ -30,12 +30,8 @@ def held_out_ratio(model: SpriteAnimator, tracks: SpriteTensors, s_a: torch.Tens
     """The median over ``tracks`` of the drawn marks' frame-to-frame change over the world's."""
     ratios = []
     for j in range(len(tracks.role)):
-        shot = tracks.shot[j:j + 1]
-        truth, marks = to_unit(tracks.canonical["rgba"][j])[1:], (tracks.canonical["marks"][j] > 32).any(0)
-        ref = to_unit(tracks.standing[j:j + 1])
-        with torch.no_grad():
-            drawn, _ = model.draw(ref, ref, s_a[shot].float(), levels[shot], tracks.role[j:j + 1])
-        ratios.append(change(drawn[0], marks) / change(truth, marks))
+        truth, marks = world_track(tracks, j)
+        ratios.append(change(drawn_from_standing(model, tracks, j, s_a, levels), marks) / change(truth, marks))
     return float(np.median(ratios))
 
 

@@ -196,7 +196,7 @@ def evaluate(engine, sessions: list, closed_loop: bool = False) -> dict[str, Any
 def run(args: argparse.Namespace) -> int:
     preset = PRESETS[args.preset]
     tcfg = train_config_from_args(preset.train, args)
-    args.max_turns = args.max_turns or preset.max_turns
+    max_turns = args.max_turns or preset.max_turns
     out = Path(args.out)
     saved_cfg = out / ENGINE_RUN_CONFIG
     if args.resume and saved_cfg.is_file():  # the run's own engine config wins over the command line
@@ -250,7 +250,7 @@ def run(args: argparse.Namespace) -> int:
     if cfg.rep_norm and (init_weights is None or args.init_new_targets):
         stats = source.get("stats")
         engine.set_rep_stats(*(stats if stats is not None and "sessions_dir" in source else rep_stats(train_sessions)))
-    dataset = EngineDataset(train_sessions, engine.builder, max_turns=args.max_turns)
+    dataset = EngineDataset(train_sessions, engine.builder, max_turns=max_turns)
     collate = EngineCollate(engine.vocab["<PAD>"], cfg.rep_tokens)
     n_train = sum(p.numel() for p in engine.trainable_parameters())
     print(f"[engine] preset={args.preset} backbone={cfg.backbone} N={cfg.rep_tokens} D={cfg.rep_dim} "
@@ -259,7 +259,7 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     source = {k: v for k, v in source.items() if k != "stats"}
     if not saved_cfg.is_file():
-        save_json_atomic({"engine": cfg.to_dict(), "data": source, "max_turns": args.max_turns,
+        save_json_atomic({"engine": cfg.to_dict(), "data": source, "max_turns": max_turns,
                           "decoder": str(args.decoder) if args.decoder else None,
                           "clip": str(args.clip) if args.clip else None,
                           "init": str(args.init) if args.init else None,
