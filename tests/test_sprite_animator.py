@@ -36,6 +36,7 @@ from animegamer.decoder.sprite_animator import (
     SpriteAnimatorNet,
     affine_error,
     body_affines,
+    frame_change,
     sprite_animator_preset,
     to_unit,
     true_affine,
@@ -774,3 +775,27 @@ def test_a_character_keeps_its_lift_from_one_turn_to_the_next_and_in_a_saved_sce
             "actors": json.dumps([{"name": a.name, "x": a.x, "facing": a.facing, "verb": a.verb}])}
     old = save_np({"sprite0": np.ascontiguousarray(a.sprite)}, meta)
     assert LayeredScene.from_bytes(old).actors[0].lift == 0.0
+
+
+def test_the_change_loss_draws_neighbouring_frames_and_grades_a_still_drawing_of_a_moving_track():
+    torch.manual_seed(0)
+    cfg = sprite_animator_preset("tiny", aug_max=0.0, standing_share=0.0, went_on_share=0.0, change_weight=1.0)
+    model = SpriteAnimator(SpriteAnimatorNet(cfg))
+    seen = {}
+    real = model.frame
+
+    def frame(sprite, reference, cue, *args, **kwargs):
+        seen["index"] = cue.index.clone()
+        return real(sprite, reference, cue, *args, **kwargs)
+
+    model.frame = frame
+    loss, logs = model(_batch(cfg))
+    pairs = seen["index"].reshape(-1, 2)
+    assert torch.equal(pairs[:, 1], pairs[:, 0] + 1)  # drawn in pairs of neighbours
+    # the untrained animator copies its input: its drawing hardly changes where the square rises every frame
+    assert logs["change_ratio"] < 0.2 and logs["change_error"] > 0.8
+    frames = torch.zeros(4, 1, 2, 2)
+    frames[1] = 1.0  # a pair that changes by 1 everywhere, and one that holds
+    torch.testing.assert_close(frame_change(frames, 2, 2), torch.tensor([1.0, 0.0]))
+    with pytest.raises(ValueError, match="even frames_per_track"):
+        sprite_animator_preset("tiny", change_weight=1.0, frames_per_track=3)

@@ -107,6 +107,11 @@ class SpriteAnimatorConfig:
     # pose at frame 0, as the world's shots start, instead of the stage's standing cut-out, whose jump to the pose
     # at frame 1 read as one or two levels more motion than asked (docs/layers.md)
     first_frame: bool = True
+    # weight of the frame-to-frame change loss: the frames are drawn in pairs of neighbours (i, i + 1) and the drawn
+    # sprite's change between them (mean absolute, per pair) is graded against the true track's, relative to the
+    # batch's true change. Play's level is read from how much the drawing moves; an L1 regressor unsure of a thin
+    # limb draws it still, a level calmer than its track (docs/layers.md, "The manner as a latent"). 0: off
+    change_weight: float = 0.0
 
     def __post_init__(self) -> None:
         self.channels = tuple(int(c) for c in self.channels)
@@ -121,6 +126,9 @@ class SpriteAnimatorConfig:
         if any(c % self.heads or c % 8 for c in self.channels) or self.blocks < 1:
             raise ValueError(f"SpriteAnimatorConfig: channels must be multiples of 8 and of heads, blocks >= 1, got "
                              f"{self.channels}, {self.heads}, {self.blocks}")
+        if self.change_weight < 0 or (self.change_weight and self.frames_per_track % 2):
+            raise ValueError(f"SpriteAnimatorConfig: change_weight >= 0, and with it an even frames_per_track (pairs "
+                             f"of neighbouring frames), got {self.change_weight}, {self.frames_per_track}")
         shares = (self.standing_share, self.went_on_share)
         if not 1 <= self.frames_per_track <= self.frames - 1 or min(shares) < 0 or sum(shares) > 1:
             raise ValueError(f"SpriteAnimatorConfig: frames_per_track in 1..{self.frames - 1}, standing_share and "
@@ -305,6 +313,13 @@ def affine_error(pred: torch.Tensor, truth: torch.Tensor, coverage: torch.Tensor
     return ((dist * weight).sum(dim=1) / weight.sum(dim=1)).mean()
 
 
+def frame_change(frames: torch.Tensor, tracks: int, per_track: int) -> torch.Tensor:
+    """Frames (tracks x per_track, C, H, W) drawn in pairs of neighbours -> each pair's mean absolute change
+    (tracks x per_track / 2,)."""
+    pairs = frames.reshape(tracks * per_track // 2, 2, -1)
+    return (pairs[:, 1] - pairs[:, 0]).abs().mean(dim=1)
+
+
 def to_unit(sprites: torch.Tensor) -> torch.Tensor:
     """uint8 (..., H, W, 4) -> float (..., 4, H, W) in [0, 1]."""
     return sprites.movedim(-1, -3).float().div(255)
@@ -379,7 +394,12 @@ class SpriteAnimator(nn.Module):
         rgba, dev = batch["rgba"], batch["rgba"].device
         b, k = rgba.shape[0], cfg.frames_per_track
         first = 0 if cfg.first_frame else 1
-        index = torch.stack([torch.randperm(cfg.frames - first, device=dev)[:k] + first for _ in range(b)])  # (B, K)
+        if cfg.change_weight:  # pairs of neighbouring frames (i, i + 1)
+            starts = torch.stack([torch.randperm(cfg.frames - first - 1, device=dev)[:k // 2] + first
+                                  for _ in range(b)])
+            index = torch.stack([starts, starts + 1], dim=-1).flatten(1)  # (B, K)
+        else:
+            index = torch.stack([torch.randperm(cfg.frames - first, device=dev)[:k] + first for _ in range(b)])
         track = torch.arange(b, device=dev)[:, None].expand(b, k)
         reference = to_unit(batch["standing"])
         pick = torch.rand(b, device=dev)
@@ -418,6 +438,13 @@ class SpriteAnimator(nn.Module):
         loss = picture + cfg.offset_weight * feet
         logs = {"picture": float(picture.detach()), "copy": float(copy), "feet": float(feet.detach()),
                 "feet_still": float(offset_true.abs().mean() / cfg.offset_scale)}
+        if cfg.change_weight:
+            change = frame_change(drawn, b, k)
+            true_change = frame_change(target, b, k)
+            change_error = (change - true_change).abs().sum() / true_change.sum().clamp(min=1e-6)
+            loss = loss + cfg.change_weight * change_error
+            logs |= {"change_error": float(change_error.detach()),
+                     "change_ratio": float(change.detach().sum() / true_change.sum().clamp(min=1e-6))}
         if affines is not None and truth is not None:  # the body's move, against where the world put the body
             coverage = target[:, 3]
             body = (affine_error(affines[0], truth[0], coverage) + affine_error(affines[1], truth[1], coverage)) / 2
