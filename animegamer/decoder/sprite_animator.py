@@ -110,8 +110,12 @@ class SpriteAnimatorConfig:
     # weight of the frame-to-frame change loss: the frames are drawn in pairs of neighbours (i, i + 1) and the drawn
     # sprite's change between them (mean absolute, per pair) is graded against the true track's, relative to the
     # batch's true change. Play's level is read from how much the drawing moves; an L1 regressor unsure of a thin
-    # limb draws it still, a level calmer than its track (docs/layers.md, "The manner as a latent"). 0: off
-    change_weight: float = 0.0
+    # limb draws it still, a level calmer than its track (docs/layers.md, "The change loss in play"). 0: off. The
+    # shipped animator had it for its last 2000 steps only (docs/history.md)
+    change_weight: float = 0.05
+    # the least true change a pair counts for in the change loss's denominator (mean absolute change of a pair of
+    # frames): a batch whose true frames all hold still would otherwise divide by ~0 (docs/layers.md)
+    change_floor: float = 1e-3
 
     def __post_init__(self) -> None:
         self.channels = tuple(int(c) for c in self.channels)
@@ -126,9 +130,10 @@ class SpriteAnimatorConfig:
         if any(c % self.heads or c % 8 for c in self.channels) or self.blocks < 1:
             raise ValueError(f"SpriteAnimatorConfig: channels must be multiples of 8 and of heads, blocks >= 1, got "
                              f"{self.channels}, {self.heads}, {self.blocks}")
-        if self.change_weight < 0 or (self.change_weight and self.frames_per_track % 2):
-            raise ValueError(f"SpriteAnimatorConfig: change_weight >= 0, and with it an even frames_per_track (pairs "
-                             f"of neighbouring frames), got {self.change_weight}, {self.frames_per_track}")
+        if self.change_weight < 0 or self.change_floor <= 0 or (self.change_weight and self.frames_per_track % 2):
+            raise ValueError(f"SpriteAnimatorConfig: change_weight >= 0, change_floor > 0, and with a change_weight an "
+                             f"even frames_per_track (pairs of neighbouring frames), got {self.change_weight}, "
+                             f"{self.change_floor}, {self.frames_per_track}")
         shares = (self.standing_share, self.went_on_share)
         if not 1 <= self.frames_per_track <= self.frames - 1 or min(shares) < 0 or sum(shares) > 1:
             raise ValueError(f"SpriteAnimatorConfig: frames_per_track in 1..{self.frames - 1}, standing_share and "
@@ -441,10 +446,11 @@ class SpriteAnimator(nn.Module):
         if cfg.change_weight:
             change = frame_change(drawn, b, k)
             true_change = frame_change(target, b, k)
-            change_error = (change - true_change).abs().sum() / true_change.sum().clamp(min=1e-6)
+            scale = true_change.sum().clamp(min=cfg.change_floor * len(true_change))
+            change_error = (change - true_change).abs().sum() / scale
             loss = loss + cfg.change_weight * change_error
             logs |= {"change_error": float(change_error.detach()),
-                     "change_ratio": float(change.detach().sum() / true_change.sum().clamp(min=1e-6))}
+                     "change_ratio": float(change.detach().sum() / scale)}
         if affines is not None and truth is not None:  # the body's move, against where the world put the body
             coverage = target[:, 3]
             body = (affine_error(affines[0], truth[0], coverage) + affine_error(affines[1], truth[1], coverage)) / 2
