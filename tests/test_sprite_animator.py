@@ -793,7 +793,7 @@ def test_the_change_loss_draws_neighbouring_frames_and_grades_a_still_drawing_of
     loss, logs = model(_batch(cfg))
     pairs = seen["index"].reshape(-1, 2)
     assert torch.equal(pairs[:, 1], pairs[:, 0] + 1)  # drawn in pairs of neighbours
-    # the untrained animator copies its input: its drawing hardly changes where the square rises every frame
+    # the untrained animator copies its input: its drawing hardly changes where the square rises every other frame
     assert logs["change_ratio"] < 0.2 and logs["change_error"] > 0.8
     # a batch whose true frames all hold still, drawn with a flicker of 1e-4 a frame: the change is graded against
     # the floor (1e-3 a pair), not against ~0

@@ -110,7 +110,7 @@ class SpriteAnimatorConfig:
     # weight of the frame-to-frame change loss: the frames are drawn in pairs of neighbours (i, i + 1) and the drawn
     # sprite's change between them (mean absolute, per pair) is graded against the true track's, relative to the
     # batch's true change. Play's level is read from how much the drawing moves; an L1 regressor unsure of a thin
-    # limb draws it still, a level calmer than its track (docs/layers.md, "The change loss in play"). 0: off. The
+    # limb draws it still, a level calmer than its track (docs/layers.md, "... the change loss in play"). 0: off. The
     # shipped animator had it for its last 2000 steps only (docs/history.md)
     change_weight: float = 0.05
     # the least true change a pair counts for in the change loss's denominator (mean absolute change of a pair of
@@ -392,8 +392,8 @@ class SpriteAnimator(nn.Module):
         (B, H, W, 4), ``donor_s_a``, ``donor_level``, ``donor_role``); with ``body_warp`` where the world put the
         body (``body`` (B, T, 2, 3), ``standing_body`` (B, 2, 3), ``donor_last_body`` (B, 2, 3):
         ``world/sprite_tracks.sprite_body``); with ``mark_weight`` ``marks`` uint8 (B, T, H, W)
-        (``sprite_tracks.verb_marks``). ``frames_per_track`` random frames of each track are drawn and
-        graded, from the track's frame 0, the character standing (``standing_share``) or the network's own drawing
+        (``sprite_tracks.verb_marks``). ``frames_per_track`` random frames of each track (with ``change_weight``
+        in pairs of neighbours) are drawn and graded, from the track's frame 0, the character standing (``standing_share``) or the network's own drawing
         of the donor's last frame (``went_on_share``)."""
         cfg = self.config
         rgba, dev = batch["rgba"], batch["rgba"].device
