@@ -7,8 +7,9 @@ network"):
 
 For each of ``--n`` held-out shots spread over the world, the flow magnitude the world's quantiser reads
 (``world/flow.flow_magnitude``: DIS flow, per-row median removed, mean over moving pixels) and the level it gives,
-for ``truth``, ``oracle`` (eval-drawn's: each character's true sprite track layered on the stage, play's camera)
-and ``drawn`` (eval-drawn's ``drawn_standing``: play's drawing from the staged cut-outs, the true s_a and level).
+for ``truth``, ``oracle`` (eval-drawn's: each character's true sprite track layered on the stage, play's camera),
+``drawn`` (eval-drawn's ``drawn_standing``: play's drawing from the staged cut-outs, the true s_a and level) and
+``stage`` (the oracle's place and camera with the characters left out: the flow the background alone adds).
 Reported per system: level read = asked, the mean signed level error, and per verb the median flow over the
 truth's and the level error.
 ``--sweep``: does the animator follow the level asked? Each shot drawn from its true s_a at levels 1..5: the level
@@ -73,9 +74,12 @@ def measure(world_dir: str, n: int, model: Path, sprites: str | None = None) -> 
         with torch.no_grad():
             drawn = draw_turn(animator, stage, scene, names, s_a, int(row["motion_level"]), references,
                               verb=row["motion"])[0]
+        # the stage alone: the same camera and place with the characters left out (what the background adds)
+        empty = tracks_as_played(stage, row["place"], row["time"], [np.zeros_like(tr.rgba) for tr in tracks],
+                                 [tr.offset for tr in tracks], row["motion"])
         rec = {"verb": row["motion"], "level": int(row["motion_level"]), "characters": len(names),
                "place": row["place"]}
-        for name, frames in (("truth", true), ("oracle", oracle), ("drawn", drawn)):
+        for name, frames in (("truth", true), ("oracle", oracle), ("drawn", drawn), ("stage", empty)):
             mag = flow_magnitude(np.ascontiguousarray(frames))
             rec[name] = {"flow": mag, "level": quant.level(mag)}
         out.append(rec)
@@ -115,7 +119,9 @@ def summarize(recs: list[dict]) -> dict:
         by[r["verb"]].append(r)
     res["by_verb"] = {v: {"shots": len(rs), **{f"{s}_flow_over_truth": float(np.median(
         [r[s]["flow"] / max(r["truth"]["flow"], 1e-6) for r in rs])) for s in ("oracle", "drawn")},
-        **{f"{s}_level_error": float(np.mean([r[s]["level"] - r["level"] for r in rs])) for s in ("oracle", "drawn")}}
+        **{f"{s}_level_error": float(np.mean([r[s]["level"] - r["level"] for r in rs])) for s in ("oracle", "drawn")},
+        "truth_flow": float(np.median([r["truth"]["flow"] for r in rs])),
+        "stage_flow": float(np.median([r["stage"]["flow"] for r in rs if "stage" in r] or [np.nan]))}
         for v, rs in sorted(by.items())}
     return res
 
