@@ -2,25 +2,97 @@
 their characters left out (docs/layers.md, "World 9200's level is bounded by the stage"):
 
     .venv/bin/python experiments/world_background.py --world W9200 --shots LEVEL.json [--out FILE.json]
+    .venv/bin/python experiments/world_background.py --world W9200 --shots LEVEL.json --own-props [--out FILE.json]
 
 LEVEL.json is `experiments/level_in_layers.py --world W9200 --n 96 --out LEVEL.json`'s output (its shots, in the same
 order, with the truth's, the staged oracle's and the stage alone's flow); each shot's session is re-planned and
 re-rendered (`world/shot.render_session`, the world's camera and props) with `draw_character` a no-op, and the
 quantiser's flow of the empty shot printed beside the stage alone's, per verb group.
+``--own-props``: instead, the shots whose stage moves (travellers) staged again on play's stage with its wide layers
+built from each shot's OWN props (the world's place scene with the turn's props and seed, ``WIDE_VIEWS`` wide,
+layered as ``world/stage_art.place_layers`` layers the stage's): the staged truth's level read = the world's, with the
+stage's props and with the shot's own, paired.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import sys
+from pathlib import Path
 from unittest import mock
 
+import cv2
 import numpy as np
 
 import animegamer.world.shot as shot
 from animegamer.core.checkpoint import save_json_atomic
+from animegamer.decoder.layered import tracks_as_played
+from animegamer.game.session import DEFAULT_WEIGHTS
 from animegamer.world.dataset import WorldDataset
 from animegamer.world.flow import flow_magnitude
-from animegamer.world.sprite_tracks import session_lengths
+from animegamer.world.place_art import PlaceScene, load_places
+from animegamer.world.sessions import plan_session
+from animegamer.world.sprite_tracks import row_tracks, session_lengths
+from animegamer.world.stage_art import SUPERSAMPLE, WIDE_VIEWS, _small
+
+sys.path.insert(0, str(Path(__file__).parent))
+from level_in_layers import setup  # noqa: E402  (a sibling script: the same stage, world and shots)
+
+
+def own_layers(world: WorldDataset, row: dict, lengths: dict, size: tuple[int, int]) -> tuple:
+    """The wide layers, lights and foreground of ``row``'s place with the shot's own props (the world's scene)."""
+    h, w = size
+    seed, index = int(row["seed"]), int(row["session"])
+    turn = plan_session(seed, index, lengths[(seed, index)], world.meta.get("split")).turns[int(row["turn"])]
+    scene = PlaceScene(load_places()[row["place"]], row["time"], turn.props, h * SUPERSAMPLE, w * SUPERSAMPLE,
+                       world_width_factor=WIDE_VIEWS, seed=seed * 100003 + index)
+    layers, lights = [], []
+    for rgb, coverage, light in scene.layer_pictures():
+        px = (int(round(rgb.shape[1] / SUPERSAMPLE)), h)
+        layers.append(_small(rgb, coverage if layers else np.full_like(coverage, 255), px))
+        lights.append(None if light is None else cv2.resize(light, px, interpolation=cv2.INTER_AREA))
+    front = scene.front_picture()
+    near = layers[-1].shape[1]
+    return layers, lights, np.zeros((h, near, 4), np.uint8) if front is None else _small(front[0], front[1], (near, h))
+
+
+def own_props(world_dir: str, recs: list[dict]) -> dict:
+    """The travellers' true tracks staged on play's stage with its props and with each shot's own, paired."""
+    stage, _, _, quant, world, idx = setup(world_dir, len(recs), Path(DEFAULT_WEIGHTS), None)
+    lengths = session_lengths(world.rows)
+    out = []
+    for rec, i in zip(recs, idx):
+        if rec["stage"]["flow"] <= 0.05:  # the stage holds still: no travel, the props do not move
+            continue
+        row = world.rows[i]
+        key = (row["place"], row["time"])
+        kept = stage.places[key]
+        layers, lights, fg = own_layers(world, row, lengths, stage.size)
+        stage.places[key] = dataclasses.replace(kept, wide_layers=layers, wide_lights=lights, wide_foreground=fg)
+        try:
+            tracks = row_tracks(row, lengths[(int(row["seed"]), int(row["session"]))], 17)
+            staged = tracks_as_played(stage, row["place"], row["time"], [t.rgba for t in tracks],
+                                      [t.offset for t in tracks], row["motion"])
+            alone = tracks_as_played(stage, row["place"], row["time"], [np.zeros_like(t.rgba) for t in tracks],
+                                     [t.offset for t in tracks], row["motion"])
+        finally:
+            stage.places[key] = kept
+        flow = flow_magnitude(staged)
+        out.append({"verb": row["motion"], "level": rec["level"], "camera": row["camera"],
+                    "truth": rec["truth"]["flow"], "staged": rec["oracle"]["flow"], "stage_alone": rec["stage"]["flow"],
+                    "staged_own_props": flow, "own_props_alone": flow_magnitude(alone),
+                    "right": rec["oracle"]["level"] == rec["level"], "right_own_props": quant.level(flow) == rec["level"]})
+    summary = {}
+    for name, g in (("travellers", out), ("fly_broom", [r for r in out if r["verb"] == "fly_broom"])):
+        d = np.array([r["right_own_props"] for r in g], float) - np.array([r["right"] for r in g], float)
+        summary[name] = {"shots": len(g), "right": float(np.mean([r["right"] for r in g])),
+                         "right_own_props": float(np.mean([r["right_own_props"] for r in g])),
+                         "paired": float(d.mean()), "se": float(d.std(ddof=1) / np.sqrt(len(d))),
+                         **{f"median_{k}": float(np.median([r[k] for r in g])) for k in (
+                             "truth", "staged", "staged_own_props", "stage_alone", "own_props_alone")}}
+        print(name, {k: round(v, 3) for k, v in summary[name].items()})
+    return {"summary": summary, "shots": out}
 
 
 def main() -> None:
@@ -28,9 +100,15 @@ def main() -> None:
     ap.add_argument("--world", required=True)
     ap.add_argument("--shots", required=True, help="experiments/level_in_layers.py's output on the same world")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--own-props", action="store_true", help="stage the travellers' true tracks with their own props")
     args = ap.parse_args()
-    world = WorldDataset(args.world)
     recs = json.load(open(args.shots))["shots"]
+    if args.own_props:
+        result = own_props(args.world, recs)
+        if args.out:
+            save_json_atomic(result, args.out)
+        return
+    world = WorldDataset(args.world)
     idx = np.linspace(0, len(world.rows) - 1, min(len(recs), len(world.rows))).round().astype(int)
     lengths = session_lengths(world.rows)
     empty: dict[tuple[int, int], dict[int, np.ndarray]] = {}
