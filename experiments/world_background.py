@@ -2,7 +2,8 @@
 their characters left out (docs/layers.md, "World 9200's level is bounded by the stage"):
 
     .venv/bin/python experiments/world_background.py --world W9200 --shots LEVEL.json [--out FILE.json]
-    .venv/bin/python experiments/world_background.py --world W9200 --shots LEVEL.json --own-props [--out FILE.json]
+    .venv/bin/python experiments/world_background.py --world W9200 --shots LEVEL.json --own-props [--props-seed N]
+        [--out FILE.json]
 
 LEVEL.json is `experiments/level_in_layers.py --world W9200 --n 96 --out LEVEL.json`'s output (its shots, in the same
 order, with the truth's, the staged oracle's and the stage alone's flow); each shot's session is re-planned and
@@ -31,7 +32,7 @@ from animegamer.decoder.layered import tracks_as_played
 from animegamer.game.session import DEFAULT_WEIGHTS
 from animegamer.world.dataset import WorldDataset
 from animegamer.world.flow import flow_magnitude
-from animegamer.world.place_art import PlaceScene, load_places
+from animegamer.world.place_art import PlaceScene, load_places, sample_props
 from animegamer.world.sessions import plan_session
 from animegamer.world.sprite_tracks import row_tracks, session_lengths
 from animegamer.world.stage_art import SUPERSAMPLE, WIDE_VIEWS, _small
@@ -40,13 +41,20 @@ sys.path.insert(0, str(Path(__file__).parent))
 from level_in_layers import setup  # noqa: E402  (a sibling script: the same stage, world and shots)
 
 
-def own_layers(world: WorldDataset, row: dict, lengths: dict, size: tuple[int, int]) -> tuple:
-    """The wide layers, lights and foreground of ``row``'s place with the shot's own props (the world's scene)."""
+def own_layers(world: WorldDataset, row: dict, lengths: dict, size: tuple[int, int],
+               props_seed: int | None = None) -> tuple:
+    """The wide layers, lights and foreground of ``row``'s place with the shot's own props (the world's scene), or
+    with props drawn as the stage draws its own, with ``props_seed`` (the stage's: 0)."""
     h, w = size
-    seed, index = int(row["seed"]), int(row["session"])
-    turn = plan_session(seed, index, lengths[(seed, index)], world.meta.get("split")).turns[int(row["turn"])]
-    scene = PlaceScene(load_places()[row["place"]], row["time"], turn.props, h * SUPERSAMPLE, w * SUPERSAMPLE,
-                       world_width_factor=WIDE_VIEWS, seed=seed * 100003 + index)
+    place = load_places()[row["place"]]
+    if props_seed is None:
+        seed, index = int(row["seed"]), int(row["session"])
+        turn = plan_session(seed, index, lengths[(seed, index)], world.meta.get("split")).turns[int(row["turn"])]
+        props, scene_seed = turn.props, seed * 100003 + index
+    else:
+        props, scene_seed = sample_props(place, np.random.default_rng(props_seed)), props_seed
+    scene = PlaceScene(place, row["time"], props, h * SUPERSAMPLE, w * SUPERSAMPLE,
+                       world_width_factor=WIDE_VIEWS, seed=scene_seed)
     layers, lights = [], []
     for rgb, coverage, light in scene.layer_pictures():
         px = (int(round(rgb.shape[1] / SUPERSAMPLE)), h)
@@ -57,8 +65,9 @@ def own_layers(world: WorldDataset, row: dict, lengths: dict, size: tuple[int, i
     return layers, lights, np.zeros((h, near, 4), np.uint8) if front is None else _small(front[0], front[1], (near, h))
 
 
-def own_props(world_dir: str, recs: list[dict]) -> dict:
-    """The travellers' true tracks staged on play's stage with its props and with each shot's own, paired."""
+def own_props(world_dir: str, recs: list[dict], props_seed: int | None = None) -> dict:
+    """The travellers' true tracks staged on play's stage with its props and with each shot's own (or with props
+    drawn with ``props_seed``), paired."""
     stage, _, _, quant, world, idx = setup(world_dir, len(recs), Path(DEFAULT_WEIGHTS), None)
     lengths = session_lengths(world.rows)
     out = []
@@ -68,7 +77,7 @@ def own_props(world_dir: str, recs: list[dict]) -> dict:
         row = world.rows[i]
         key = (row["place"], row["time"])
         kept = stage.places[key]
-        layers, lights, fg = own_layers(world, row, lengths, stage.size)
+        layers, lights, fg = own_layers(world, row, lengths, stage.size, props_seed)
         stage.places[key] = dataclasses.replace(kept, wide_layers=layers, wide_lights=lights, wide_foreground=fg)
         try:
             tracks = row_tracks(row, lengths[(int(row["seed"]), int(row["session"]))], 17)
@@ -101,10 +110,12 @@ def main() -> None:
     ap.add_argument("--shots", required=True, help="experiments/level_in_layers.py's output on the same world")
     ap.add_argument("--out", default=None)
     ap.add_argument("--own-props", action="store_true", help="stage the travellers' true tracks with their own props")
+    ap.add_argument("--props-seed", type=int, default=None, help="with --own-props: props drawn with this seed, as "
+                                                                  "the stage draws its own (seed 0), not the shot's")
     args = ap.parse_args()
     recs = json.load(open(args.shots))["shots"]
     if args.own_props:
-        result = own_props(args.world, recs)
+        result = own_props(args.world, recs, args.props_seed)
         if args.out:
             save_json_atomic(result, args.out)
         return
