@@ -23,7 +23,6 @@ import sys
 from pathlib import Path
 from unittest import mock
 
-import cv2
 import numpy as np
 
 import animegamer.world.shot as shot
@@ -35,7 +34,7 @@ from animegamer.world.flow import flow_magnitude
 from animegamer.world.place_art import PlaceScene, load_places, sample_props
 from animegamer.world.sessions import plan_session
 from animegamer.world.sprite_tracks import row_tracks, session_lengths
-from animegamer.world.stage_art import SUPERSAMPLE, WIDE_VIEWS, _small
+from animegamer.world.stage_art import SUPERSAMPLE, WIDE_VIEWS, scene_layers
 
 sys.path.insert(0, str(Path(__file__).parent))
 from level_in_layers import setup  # noqa: E402  (a sibling script: the same stage, world and shots)
@@ -55,14 +54,8 @@ def own_layers(world: WorldDataset, row: dict, lengths: dict, size: tuple[int, i
         props, scene_seed = sample_props(place, np.random.default_rng(props_seed)), props_seed
     scene = PlaceScene(place, row["time"], props, h * SUPERSAMPLE, w * SUPERSAMPLE,
                        world_width_factor=WIDE_VIEWS, seed=scene_seed)
-    layers, lights = [], []
-    for rgb, coverage, light in scene.layer_pictures():
-        px = (int(round(rgb.shape[1] / SUPERSAMPLE)), h)
-        layers.append(_small(rgb, coverage if layers else np.full_like(coverage, 255), px))
-        lights.append(None if light is None else cv2.resize(light, px, interpolation=cv2.INTER_AREA))
-    front = scene.front_picture()
-    near = layers[-1].shape[1]
-    return layers, lights, np.zeros((h, near, 4), np.uint8) if front is None else _small(front[0], front[1], (near, h))
+    wide = scene_layers(scene, h)
+    return wide.layers, wide.lights, wide.foreground
 
 
 def own_props(world_dir: str, recs: list[dict], props_seed: int | None = None) -> dict:

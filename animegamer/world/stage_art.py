@@ -96,7 +96,12 @@ def place_layers(place: str, time: str, height: int = 96, width: int = 144, seed
     """``place`` at ``time`` with its props (drawn with ``seed``), ``views`` views wide, as its parallax layers: the
     near layer ``views`` x ``width`` wide, each farther one narrower by its parallax (``place_art``'s convention),
     so that a camera whose view's left edge is x in the near layer shows layer k from x (w_k - W) / (w_near - W)."""
-    scene = _place_scene(place, time, height, width, seed, views)
+    return scene_layers(_place_scene(place, time, height, width, seed, views), height)
+
+
+def scene_layers(scene: PlaceScene, height: int) -> PlaceLayers:
+    """A supersampled place scene's parallax layers at ``height`` pixels (``place_layers``'s: the stage's, or a world
+    shot's own scene, its props and seed, for comparing the two)."""
     layers, lights = [], []
     for rgb, coverage, light in scene.layer_pictures():
         size = (int(round(rgb.shape[1] / SUPERSAMPLE)), height)
