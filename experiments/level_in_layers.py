@@ -121,7 +121,7 @@ def summarize(recs: list[dict]) -> dict:
         [r[s]["flow"] / max(r["truth"]["flow"], 1e-6) for r in rs])) for s in ("oracle", "drawn")},
         **{f"{s}_level_error": float(np.mean([r[s]["level"] - r["level"] for r in rs])) for s in ("oracle", "drawn")},
         "truth_flow": float(np.median([r["truth"]["flow"] for r in rs])),
-        "stage_flow": float(np.median([r["stage"]["flow"] for r in rs if "stage" in r] or [np.nan]))}
+        "stage_flow": float(np.median([r["stage"]["flow"] for r in rs]))}
         for v, rs in sorted(by.items())}
     return res
 

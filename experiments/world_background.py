@@ -40,6 +40,19 @@ sys.path.insert(0, str(Path(__file__).parent))
 from level_in_layers import setup  # noqa: E402  (a sibling script: the same stage, world and shots)
 
 
+STAGE_MOVES = 0.05  # px a frame: a stage alone that flows more travels under the follow camera (a traveller's shot)
+
+
+def protocol_rows(world: WorldDataset, recs: list[dict], source: str) -> list[tuple[dict, dict]]:
+    """(record, world row) of each of level_in_layers.py's shots, in its order (the same spread over the world)."""
+    idx = np.linspace(0, len(world.rows) - 1, min(len(recs), len(world.rows))).round().astype(int)
+    pairs = [(rec, world.rows[i]) for rec, i in zip(recs, idx)]
+    for rec, row in pairs:
+        if rec["verb"] != row["motion"]:
+            raise ValueError(f"{source} was not measured on this world ({rec['verb']} vs {row['motion']})")
+    return pairs
+
+
 def own_layers(world: WorldDataset, row: dict, lengths: dict, size: tuple[int, int],
                props_seed: int | None = None) -> tuple:
     """The wide layers, lights and foreground of ``row``'s place with the shot's own props (the world's scene), or
@@ -58,16 +71,15 @@ def own_layers(world: WorldDataset, row: dict, lengths: dict, size: tuple[int, i
     return wide.layers, wide.lights, wide.foreground
 
 
-def own_props(world_dir: str, recs: list[dict], props_seed: int | None = None) -> dict:
+def own_props(world_dir: str, recs: list[dict], source: str, props_seed: int | None = None) -> dict:
     """The travellers' true tracks staged on play's stage with its props and with each shot's own (or with props
     drawn with ``props_seed``), paired."""
-    stage, _, _, quant, world, idx = setup(world_dir, len(recs), Path(DEFAULT_WEIGHTS), None)
+    stage, _, _, quant, world, _ = setup(world_dir, len(recs), Path(DEFAULT_WEIGHTS), None)
     lengths = session_lengths(world.rows)
     out = []
-    for rec, i in zip(recs, idx):
-        if rec["stage"]["flow"] <= 0.05:  # the stage holds still: no travel, the props do not move
+    for rec, row in protocol_rows(world, recs, source):
+        if rec["stage"]["flow"] <= STAGE_MOVES:  # the stage holds still: no travel, the props do not move
             continue
-        row = world.rows[i]
         key = (row["place"], row["time"])
         kept = stage.places[key]
         layers, lights, fg = own_layers(world, row, lengths, stage.size, props_seed)
@@ -84,7 +96,8 @@ def own_props(world_dir: str, recs: list[dict], props_seed: int | None = None) -
         out.append({"verb": row["motion"], "level": rec["level"], "camera": row["camera"],
                     "truth": rec["truth"]["flow"], "staged": rec["oracle"]["flow"], "stage_alone": rec["stage"]["flow"],
                     "staged_own_props": flow, "own_props_alone": flow_magnitude(alone),
-                    "right": rec["oracle"]["level"] == rec["level"], "right_own_props": quant.level(flow) == rec["level"]})
+                    "right": rec["oracle"]["level"] == rec["level"],
+                    "right_own_props": quant.level(flow) == rec["level"]})
     summary = {}
     for name, g in (("travellers", out), ("fly_broom", [r for r in out if r["verb"] == "fly_broom"])):
         d = np.array([r["right_own_props"] for r in g], float) - np.array([r["right"] for r in g], float)
@@ -94,6 +107,31 @@ def own_props(world_dir: str, recs: list[dict], props_seed: int | None = None) -
                          **{f"median_{k}": float(np.median([r[k] for r in g])) for k in (
                              "truth", "staged", "staged_own_props", "stage_alone", "own_props_alone")}}
         print(name, {k: round(v, 3) for k, v in summary[name].items()})
+    return {"summary": summary, "shots": out}
+
+
+def world_backgrounds(world_dir: str, recs: list[dict], source: str) -> dict:
+    """Each shot re-rendered by the world with its characters left out: the flow of its background alone."""
+    world = WorldDataset(world_dir)
+    lengths = session_lengths(world.rows)
+    empty: dict[tuple[int, int], dict[int, np.ndarray]] = {}
+    out = []
+    with mock.patch.object(shot, "draw_character", lambda *a, **k: None):  # the characters left out
+        for rec, row in protocol_rows(world, recs, source):
+            key = (int(row["seed"]), int(row["session"]))
+            if key not in empty:
+                empty[key] = {s.row["turn"]: s.frames for s in shot.render_session(
+                    key[0], key[1], lengths[key], split=world.meta.get("split"))}
+            out.append({"verb": row["motion"], "level": int(row["motion_level"]), "truth": rec["truth"]["flow"],
+                        "oracle": rec["oracle"]["flow"], "stage": rec["stage"]["flow"],
+                        "world_background": flow_magnitude(empty[key][int(row["turn"])])})
+    groups = {"all": out, "fly_broom": [o for o in out if o["verb"] == "fly_broom"],
+              "stage moves": [o for o in out if o["stage"] > STAGE_MOVES]}
+    summary = {name: {"shots": len(g), **{k: float(np.median([o[k] for o in g]))
+                                         for k in ("truth", "oracle", "stage", "world_background")}}
+               for name, g in groups.items()}
+    for name, s in summary.items():
+        print(f"{name:12s} " + " ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in s.items()))
     return {"summary": summary, "shots": out}
 
 
@@ -107,38 +145,10 @@ def main() -> None:
                                                                   "the stage draws its own (seed 0), not the shot's")
     args = ap.parse_args()
     recs = json.load(open(args.shots))["shots"]
-    if args.own_props:
-        result = own_props(args.world, recs, args.props_seed)
-        if args.out:
-            save_json_atomic(result, args.out)
-        return
-    world = WorldDataset(args.world)
-    idx = np.linspace(0, len(world.rows) - 1, min(len(recs), len(world.rows))).round().astype(int)
-    lengths = session_lengths(world.rows)
-    empty: dict[tuple[int, int], dict[int, np.ndarray]] = {}
-    out = []
-    with mock.patch.object(shot, "draw_character", lambda *a, **k: None):  # the characters left out
-        for rec, i in zip(recs, idx):
-            row = world.rows[i]
-            if rec["verb"] != row["motion"]:
-                raise ValueError(f"{args.shots} was not measured on {args.world} (shot {i}: {rec['verb']} vs "
-                                 f"{row['motion']})")
-            key = (int(row["seed"]), int(row["session"]))
-            if key not in empty:
-                empty[key] = {s.row["turn"]: s.frames for s in shot.render_session(
-                    key[0], key[1], lengths[key], split=world.meta.get("split"))}
-            out.append({"verb": row["motion"], "level": int(row["motion_level"]), "truth": rec["truth"]["flow"],
-                        "oracle": rec["oracle"]["flow"], "stage": rec["stage"]["flow"],
-                        "world_background": flow_magnitude(empty[key][int(row["turn"])])})
-    groups = {"all": out, "fly_broom": [o for o in out if o["verb"] == "fly_broom"],
-              "stage moves": [o for o in out if o["stage"] > 0.05]}
-    summary = {name: {"shots": len(g), **{k: float(np.median([o[k] for o in g]))
-                                         for k in ("truth", "oracle", "stage", "world_background")}}
-               for name, g in groups.items()}
-    for name, s in summary.items():
-        print(f"{name:12s} " + " ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in s.items()))
+    result = (own_props(args.world, recs, args.shots, args.props_seed) if args.own_props
+              else world_backgrounds(args.world, recs, args.shots))
     if args.out:
-        save_json_atomic({"summary": summary, "shots": out}, args.out)
+        save_json_atomic(result, args.out)
 
 
 if __name__ == "__main__":

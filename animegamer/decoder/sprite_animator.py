@@ -393,8 +393,8 @@ class SpriteAnimator(nn.Module):
         body (``body`` (B, T, 2, 3), ``standing_body`` (B, 2, 3), ``donor_last_body`` (B, 2, 3):
         ``world/sprite_tracks.sprite_body``); with ``mark_weight`` ``marks`` uint8 (B, T, H, W)
         (``sprite_tracks.verb_marks``). ``frames_per_track`` random frames of each track (with ``change_weight``
-        in pairs of neighbours) are drawn and graded, from the track's frame 0, the character standing (``standing_share``) or the network's own drawing
-        of the donor's last frame (``went_on_share``)."""
+        in pairs of neighbours) are drawn and graded, from the track's frame 0, the character standing
+        (``standing_share``) or the network's own drawing of the donor's last frame (``went_on_share``)."""
         cfg = self.config
         rgba, dev = batch["rgba"], batch["rgba"].device
         b, k = rgba.shape[0], cfg.frames_per_track
