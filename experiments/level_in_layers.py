@@ -3,7 +3,7 @@ play's stage (the layering's ceiling), and play's drawing from the stage (docs/l
 network"):
 
     .venv/bin/python experiments/level_in_layers.py --world runs/data/w9100 [--n 96] [--sprites RUN] [--out FILE.json]
-    .venv/bin/python experiments/level_in_layers.py --world runs/data/w9100 --n 24 --sweep [--sprites RUN]
+    .venv/bin/python experiments/level_in_layers.py --world runs/data/w9100 --n 24 --sweep [--bare-verb] [--sprites RUN]
 
 For each of ``--n`` held-out shots spread over the world, the flow magnitude the world's quantiser reads
 (``world/flow.flow_magnitude``: DIS flow, per-row median removed, mean over moving pixels) and the level it gives,
@@ -14,7 +14,8 @@ Reported per system: level read = asked, the mean signed level error, and per ve
 truth's and the level error.
 ``--sweep``: does the animator follow the level asked? Each shot drawn from its true s_a at levels 1..5: the level
 read = asked, by asked level, and the mean slope of the read level over the asked (1.0 follows it; docs/layers.md,
-"A broom flies where the world flies it").
+"A broom flies where the world flies it"); ``--bare-verb``: the same with the s_a of the motion text told without its
+adverb (does the animator take the amount from the adverb?).
 """
 from __future__ import annotations
 
@@ -86,12 +87,19 @@ def measure(world_dir: str, n: int, model: Path, sprites: str | None = None) -> 
     return out
 
 
-def sweep(world_dir: str, n: int, model: Path, sprites: str | None = None) -> dict:
-    """Each of ``n`` held-out shots drawn at asked levels 1..5 from the same true s_a, and the level read."""
+def without_adverb(row: dict) -> dict:
+    """The row with its motion text told without the adverb ("wildly dance" -> "dance")."""
+    words = [w for w in row["motion_text"].split() if w != row["adverb"]] if row["adverb"] else None
+    return dict(row, motion_text=" ".join(words)) if words else row
+
+
+def sweep(world_dir: str, n: int, model: Path, sprites: str | None = None, bare: bool = False) -> dict:
+    """Each of ``n`` held-out shots drawn at asked levels 1..5 from the same true s_a, and the level read; ``bare``:
+    the s_a of the motion text without its adverb."""
     stage, animator, parts, quant, world, idx = setup(world_dir, n, model, sprites)
     recs = []
     for i in tqdm(idx, desc="shots"):
-        row = world.rows[i]
+        row = without_adverb(world.rows[i]) if bare else world.rows[i]
         names = list(row["characters"])
         scene, s_a, references = staged(stage, parts, row, names)
         read = []
@@ -135,11 +143,12 @@ def main() -> None:
                     "checkpoint (EMA weights)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--sweep", action="store_true", help="draw each shot at asked levels 1..5: does the level follow?")
+    ap.add_argument("--bare-verb", action="store_true", help="with --sweep: s_a from the motion text without its adverb")
     ap.add_argument("--threads", type=int, default=2, help="1 beside a training run: small forwards on shared cores")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     if args.sweep:
-        res = sweep(args.world, args.n, Path(args.model), args.sprites)
+        res = sweep(args.world, args.n, Path(args.model), args.sprites, args.bare_verb)
         print({k: v for k, v in res.items() if k != "shots"})
         if args.out:
             Path(args.out).write_text(json.dumps(res, indent=1))
