@@ -13,7 +13,8 @@
    (verb, adverb, tired stamina, cast size -> most frequent level); scored on ``--n`` turns of ``--heldout``.
 
 Each measure: DIS flow between consecutive frames at 96 px height, each row's median flow removed (the camera and
-the parallax layers), then a statistic of the magnitudes per frame pair, averaged over the pairs:
+the parallax layers: `world/flow.residual_flow`), then a statistic of the magnitudes per frame pair, averaged over
+the pairs:
 ``threshold``: the mean over pixels above 0.2 px a frame (0 when none: the paper's filter); ``p99``: the 99th
 percentile. ``fast`` / ``medium``: DIS's preset.
 """
@@ -33,30 +34,15 @@ from animegamer.core.checkpoint import save_json_atomic
 from animegamer.decoder.layered import tracks_as_played
 from animegamer.game.session import DEFAULT_WEIGHTS
 from animegamer.world.dataset import WorldDataset
+from animegamer.world.flow import residual_flow
 from animegamer.world.level_ceiling import LevelTable
 from animegamer.world.sprite_tracks import row_tracks, session_lengths
 
 sys.path.insert(0, str(Path(__file__).parent))
 from level_in_layers import setup  # noqa: E402  (a sibling script: the same stage, world and shots)
 
-HEIGHT = 96
 PRESETS = {"fast": cv2.DISOPTICAL_FLOW_PRESET_FAST, "medium": cv2.DISOPTICAL_FLOW_PRESET_MEDIUM}
 BASELINE = "threshold_fast"
-
-
-def residual_magnitudes(frames: np.ndarray, preset: int) -> list[np.ndarray]:
-    """Per consecutive pair: the flow magnitude after each row's median flow is removed."""
-    dis = cv2.DISOpticalFlow_create(preset)
-    h, w = frames.shape[1:3]
-    size = (round(w * HEIGHT / h), HEIGHT)
-    grays = [cv2.resize(cv2.cvtColor(f, cv2.COLOR_RGB2GRAY), size, interpolation=cv2.INTER_AREA) if h != HEIGHT
-             else cv2.cvtColor(f, cv2.COLOR_RGB2GRAY) for f in frames]
-    out = []
-    for a, b in zip(grays[:-1], grays[1:]):
-        flow = dis.calc(a, b, None)
-        flow = flow - np.median(flow, axis=1, keepdims=True)
-        out.append(np.sqrt((flow ** 2).sum(-1)))
-    return out
 
 
 def threshold_mean(mags: list[np.ndarray]) -> float:
@@ -74,7 +60,7 @@ def measures(frames: np.ndarray) -> dict[str, float]:
     """Every statistic x preset of one clip."""
     out = {}
     for pname, preset in PRESETS.items():
-        mags = residual_magnitudes(np.ascontiguousarray(frames), preset)
+        mags = residual_flow(np.ascontiguousarray(frames), cv2.DISOpticalFlow_create(preset))
         out.update({f"{sname}_{pname}": f(mags) for sname, f in STATISTICS.items()})
     return out
 

@@ -53,17 +53,26 @@ def _gray(frame: np.ndarray) -> np.ndarray:
     return g
 
 
-def flow_magnitude(frames: np.ndarray) -> float:
-    """Mean character flow magnitude of a clip (T, H, W, 3) uint8 RGB, in px/frame."""
+def residual_flow(frames: np.ndarray, dis: cv2.DISOpticalFlow | None = None) -> list[np.ndarray]:
+    """Per consecutive frame pair of a clip (T, H, W, 3) uint8 RGB: the flow magnitude (h, w) at the analysis
+    height, each row's median flow removed (the camera and the background at that depth). ``dis``: another DIS
+    than the measure's (to compare presets)."""
     if frames.ndim != 4 or frames.shape[-1] != 3 or frames.shape[0] < 2:
         raise ValueError(f"expected frames of shape (T>=2, H, W, 3), got {frames.shape}")
-    dis = _dis()
+    dis = dis or _dis()
     grays = [_gray(f) for f in frames]
-    per_pair = []
+    out = []
     for a, b in zip(grays[:-1], grays[1:]):
         flow = dis.calc(a, b, None)  # (h, w, 2)
         flow = flow - np.median(flow, axis=1, keepdims=True)  # remove camera / background motion, per row
-        mag = np.sqrt((flow**2).sum(-1))
+        out.append(np.sqrt((flow**2).sum(-1)))
+    return out
+
+
+def flow_magnitude(frames: np.ndarray) -> float:
+    """Mean character flow magnitude of a clip (T, H, W, 3) uint8 RGB, in px/frame."""
+    per_pair = []
+    for mag in residual_flow(frames):
         moving = mag[mag > BACKGROUND_THRESHOLD]
         per_pair.append(float(moving.mean()) if moving.size else 0.0)
     return float(np.mean(per_pair))
