@@ -57,6 +57,7 @@ from animegamer.world.sprite_tracks import (
     SPRITE_H,
     SPRITE_W,
     draw_sprite,
+    other_adverb,
     pair_gap_px,
     row_tracks,
     session_lengths,
@@ -190,6 +191,40 @@ def test_from_standing_the_target_is_the_shot_drawn_from_phase_zero(tmp_path):
     off = sprite_animator_preset("tiny", canonical_start=False)
     own = SpriteAnimator(SpriteAnimatorNet(off)).targets(batch, unseen)
     assert torch.equal(own["rgba"], batch["rgba"])  # off: every track against its own shot
+
+
+def test_a_level_swap_trains_a_track_in_another_adverbs_manner_at_its_level_with_the_shots_s_a(tmp_path):
+    """``level_swap_share``: some items are the shot played in another adverb's manner (from phase 0, the turn's
+    own stamina), asked at the level those tracks read and with the shot's own s_a; a wilder manner moves more."""
+    world = tmp_path / "world"
+    render_dataset(RenderConfig(sessions=3, turns=2, seed=5, workers=1), world, progress=False)
+    rows = WorldDataset(world).rows
+    lengths = session_lengths(rows)
+    row = next(r for r in rows if r["motion"] not in ("sleep", "sit", "lie_down", "fall"))
+    assert other_adverb(row) != row["adverb"] and other_adverb(row) == other_adverb(dict(row))
+    n = lengths[(row["seed"], row["session"])]
+    slow, wild = (row_tracks(row, n, 17, phase=0.0, adverb=a)[0] for a in ("slowly", "wildly"))
+    moved = [np.abs(np.diff(t.rgba.astype(np.int16), axis=0)).mean() + np.abs(np.diff(t.offset, axis=0)).sum()
+             for t in (slow, wild)]
+    assert moved[1] > moved[0]
+    sprites = sprite_tensors(rows, 17, workers=1, progress=False, canonical=True, other=True)
+    assert sprites.other["rgba"].shape == sprites.rgba.shape
+    assert any(not torch.equal(sprites.other["rgba"][i], sprites.canonical["rgba"][i]) for i in range(len(sprites.role)))
+    s_a = torch.arange(len(rows) * 16, dtype=torch.float32).reshape(len(rows), 2, 8)
+    levels, other_levels = torch.full((len(rows),), 2), torch.full((len(rows),), 5)
+    apart = next(i for i, shot in enumerate(sprites.shot.tolist()) if shot != int(sprites.shot[0]))
+    other_levels[int(sprites.shot[apart])] = 0  # unreadable: never swapped
+    swapped = SpriteShots(sprites, s_a, levels, 0, other_levels, swap_share=1.0)
+    item = swapped[0]
+    shot = int(sprites.shot[0])
+    assert int(item["motion_level"]) == 5 and torch.equal(item["s_a"], s_a[shot])
+    for key in ("rgba", "offset", "body", "marks"):
+        assert torch.equal(item[key], sprites.other[key][0]) and torch.equal(item[f"canonical_{key}"], item[key])
+    kept = swapped[apart]
+    assert int(kept["motion_level"]) == 2 and torch.equal(kept["rgba"], sprites.rgba[apart])
+    assert int(SpriteShots(sprites, s_a, levels, 0, other_levels, swap_share=0.0)[0]["motion_level"]) == 2
+    with pytest.raises(ValueError, match="another manner"):
+        SpriteShots(dataclasses.replace(sprites, other=None), s_a, levels, 0, other_levels, swap_share=0.5)
 
 
 def test_a_pair_gives_two_tracks_and_a_rendered_row_is_replanned(tmp_path):

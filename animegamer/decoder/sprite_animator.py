@@ -103,6 +103,10 @@ class SpriteAnimatorConfig:
     # smeared across her turn). From phase 0 there is one motion to learn. Needs the tracks at phase 0
     # (``phase_sprites.sprite_tensors(canonical=True)``); only training reads it
     canonical_start: bool = True
+    # share of training tracks replaced by the same shot played in another adverb's manner, asked at the level
+    # that reads from them, with the shot's own s_a (``phase_sprites.SpriteShots``): the level is then the only
+    # input that says how much to move; only training reads it
+    level_swap_share: float = 0.5
     # frame 0 is drawn too (trained at index 0): a scene that starts shows its characters already in the verb's
     # pose at frame 0, as the world's shots start, instead of the stage's standing cut-out, whose jump to the pose
     # at frame 1 read as one or two levels more motion than asked (docs/layers.md)

@@ -47,7 +47,14 @@ from animegamer.training.action_parts import (
 )
 from animegamer.training.loop import TrainConfig, train
 from animegamer.world.flow import MotionQuantizer, flow_magnitude
-from animegamer.world.sprite_tracks import FRAME_H, SpriteTrack, row_tracks, session_lengths, shot_phase
+from animegamer.world.sprite_tracks import (
+    FRAME_H,
+    SpriteTrack,
+    other_adverb,
+    row_tracks,
+    session_lengths,
+    shot_phase,
+)
 
 PRESETS: dict[str, TrainConfig] = {
     "tiny": TrainConfig(steps=4, batch_size=2, lr=1e-3, warmup_steps=1, log_every=2, save_every=2, ema_decay=0.0),
@@ -71,18 +78,26 @@ class SpriteTensors:
     marks: torch.Tensor  # uint8 (M, T, H, W): the verb's marks (``sprite_tracks.verb_marks``)
     # the same tracks drawn from phase 0 (``SpriteAnimatorConfig.canonical_start``): rgba, offset, body, marks
     canonical: dict[str, torch.Tensor] | None = None
+    # the same tracks from phase 0 in another adverb's manner (``SpriteAnimatorConfig.level_swap_share``;
+    # ``sprite_tracks.other_adverb``): rgba, offset, body, marks
+    other: dict[str, torch.Tensor] | None = None
 
 
-def _tracks(job: tuple[dict[str, Any], int, int, bool]) -> list[tuple[SpriteTrack, SpriteTrack | None]] | None:
-    row, n_turns, n_frames, canonical = job
+TrackSet = tuple[SpriteTrack, SpriteTrack | None, SpriteTrack | None]  # own, from phase 0, in another manner
+FIELDS = ("rgba", "offset", "body", "marks")  # what a track's variants replace of it
+
+
+def _tracks(job: tuple[dict[str, Any], int, int, bool, bool]) -> list[TrackSet] | None:
+    row, n_turns, n_frames, canonical, other = job
     torch.set_num_threads(1)
     try:
         own = row_tracks(row, n_turns, n_frames)
-        if not canonical:
-            return [(track, None) for track in own]
+        none: list[SpriteTrack | None] = [None] * len(own)
         # a shot the world began at phase 0 is its own canonical track: not drawn twice
-        at_zero = own if shot_phase(row) == 0.0 else row_tracks(row, n_turns, n_frames, phase=0.0)
-        return list(zip(own, at_zero))
+        at_zero = none if not canonical else own if shot_phase(row) == 0.0 else row_tracks(row, n_turns, n_frames,
+                                                                                            phase=0.0)
+        swapped = row_tracks(row, n_turns, n_frames, phase=0.0, adverb=other_adverb(row)) if other else none
+        return list(zip(own, at_zero, swapped))
     except ValueError:
         return None
 
@@ -92,11 +107,12 @@ def _stack(tracks: list[SpriteTrack], field: str) -> torch.Tensor:
 
 
 def sprite_tensors(rows: list[dict[str, Any]], n_frames: int, workers: int = 2, progress: bool = True,
-                   canonical: bool = False) -> SpriteTensors:
+                   canonical: bool = False, other: bool = False) -> SpriteTensors:
     """The sprite tracks of every row (``world/sprite_tracks.row_tracks``), spread over ``workers`` processes;
-    with ``canonical`` also each drawn from phase 0 (twice the drawing and the memory)."""
+    with ``canonical`` also each drawn from phase 0, with ``other`` also from phase 0 in another adverb's manner
+    (each once more the drawing and the memory)."""
     lengths = session_lengths(rows)
-    jobs = [(r, lengths[(int(r["seed"]), int(r["session"]))], n_frames, canonical) for r in rows]
+    jobs = [(r, lengths[(int(r["seed"]), int(r["session"]))], n_frames, canonical, other) for r in rows]
     bar = dict(total=len(jobs), desc="sprites", disable=not progress)
     if workers <= 1:
         results = [_tracks(j) for j in tqdm(jobs, **bar)]
@@ -106,13 +122,15 @@ def sprite_tensors(rows: list[dict[str, Any]], n_frames: int, workers: int = 2, 
     flat = [(i, pair) for i, pairs in enumerate(results) if pairs for pair in pairs]
     if not flat:
         raise ValueError("no sprite tracks: no row could be re-planned from its seed")
-    own = [pair[0] for _, pair in flat]
-    at_zero = [pair[1] for _, pair in flat] if canonical else []
+    own = [tracks[0] for _, tracks in flat]
+
+    def variant(k: int, wanted: bool) -> dict[str, torch.Tensor] | None:
+        return {f: _stack([tracks[k] for _, tracks in flat], f) for f in FIELDS} if wanted else None
+
     return SpriteTensors(_stack(own, "rgba"), _stack(own, "standing"), _stack(own, "offset"),
                          torch.tensor([t.role for t in own]), torch.tensor([i for i, _ in flat]),
                          sum(r is None for r in results), _stack(own, "body"), _stack(own, "standing_body"),
-                         _stack(own, "marks"),
-                         {f: _stack(at_zero, f) for f in ("rgba", "offset", "body", "marks")} if canonical else None)
+                         _stack(own, "marks"), variant(1, canonical), variant(2, other))
 
 
 _PLAYED: dict[str, Any] = {}  # a worker's stage and quantiser (``played_levels``)
@@ -129,21 +147,25 @@ def _played_level(job: tuple[str, str, list[np.ndarray], list[np.ndarray], str])
 
 
 def played_levels(rows: list[dict[str, Any]], sprites: SpriteTensors, stage: Stage, progress: bool = True,
-                  workers: int = 1) -> torch.Tensor:
+                  workers: int = 1, other: bool = False) -> torch.Tensor:
     """long (N,): each shot's motion level as play shows its true tracks (``layered.tracks_as_played``: the stage's
     place, play's camera), read by the world's quantiser, the one its labels come from, over ``workers`` processes.
     The animator learns to draw the level asked as the player will see it: labelled with the world shot's level,
     it learnt the world's camera too (a pan moves a still character against the place; play does not pan), and
     the level read from its drawings missed the one asked in 0.19 of held-out shots even where it drew the true
     tracks exactly (docs/layers.md, "The level through the network"). A shot whose tracks could not be re-planned,
-    or in a place the stage has no picture of, keeps the world's level."""
-    levels = torch.tensor([int(r["motion_level"]) for r in rows])
+    or in a place the stage has no picture of, keeps the world's level. ``other``: the level of the tracks in
+    another manner (``sprites.other``) instead; 0 where they cannot be read (the world shot no such turn)."""
+    tracks = sprites.other if other else {"rgba": sprites.rgba, "offset": sprites.offset}
+    if tracks is None:
+        raise ValueError("these sprite tensors hold no tracks in another manner: sprite_tensors(other=True)")
+    levels = torch.zeros(len(rows), dtype=torch.long) if other else torch.tensor([int(r["motion_level"]) for r in rows])
     by_shot: dict[int, list[int]] = {}
     for m, shot in enumerate(sprites.shot.tolist()):
         by_shot.setdefault(shot, []).append(m)
     shots = [shot for shot in sorted(by_shot) if (rows[shot]["place"], rows[shot]["time"]) in stage.places]
-    jobs = ((rows[shot]["place"], rows[shot]["time"], [sprites.rgba[m].numpy() for m in by_shot[shot]],
-             [sprites.offset[m].numpy() for m in by_shot[shot]], rows[shot]["motion"]) for shot in shots)
+    jobs = ((rows[shot]["place"], rows[shot]["time"], [tracks["rgba"][m].numpy() for m in by_shot[shot]],
+             [tracks["offset"][m].numpy() for m in by_shot[shot]], rows[shot]["motion"]) for shot in shots)
     bar = dict(total=len(shots), desc="levels as played", disable=not progress)
     if workers <= 1:
         _init_played(stage)
@@ -166,10 +188,19 @@ def look_groups(standing: torch.Tensor) -> list[list[int]]:
 class SpriteShots(torch.utils.data.Dataset):
     """One item per character track: its sprites, standing sprite, feet offsets, role, its shot's s_a, level, and
     a donor: another track of the same character and look (or itself), whose last frame as the network draws it
-    is the input of a scene that goes on (``SpriteAnimatorConfig.went_on_share``)."""
+    is the input of a scene that goes on (``SpriteAnimatorConfig.went_on_share``).
 
-    def __init__(self, sprites: SpriteTensors, s_a: torch.Tensor, levels: torch.Tensor, seed: int = 0) -> None:
+    A share ``swap_share`` of the items are the track in another adverb's manner (``sprites.other``) at the level
+    it reads (``other_levels``, 0: never swapped), with the shot's own s_a: with s_a and level always agreeing,
+    the network took the amount of motion from s_a and hardly read the level (docs/layers.md, "The animator
+    learns to read the level")."""
+
+    def __init__(self, sprites: SpriteTensors, s_a: torch.Tensor, levels: torch.Tensor, seed: int = 0,
+                 other_levels: torch.Tensor | None = None, swap_share: float = 0.0) -> None:
+        if swap_share > 0 and (sprites.other is None or other_levels is None):
+            raise ValueError("a level swap needs the tracks in another manner and their levels")
         self.sprites, self.s_a, self.levels = sprites, s_a, levels
+        self.other_levels, self.swap_share = other_levels, swap_share
         self.looks = look_groups(sprites.standing)
         self.group_of = [np.empty(0, np.int64)] * len(sprites.role)
         for members in self.looks:
@@ -184,12 +215,17 @@ class SpriteShots(torch.utils.data.Dataset):
         sp, shot = self.sprites, int(self.sprites.shot[i])
         donor = int(self.rng.choice(self.group_of[i]))
         donor_shot = int(sp.shot[donor])
+        track = {f: getattr(sp, f)[i] for f in FIELDS}
         canonical = {f"canonical_{k}": v[i] for k, v in sp.canonical.items()} if sp.canonical else {}
-        return {"rgba": sp.rgba[i], "standing": sp.standing[i], "offset": sp.offset[i], "role": sp.role[i],
-                "s_a": self.s_a[shot], "motion_level": self.levels[shot], "donor_first": sp.rgba[donor, 0],
-                "donor_s_a": self.s_a[donor_shot], "donor_level": self.levels[donor_shot], "donor_role": sp.role[donor],
-                "body": sp.body[i], "standing_body": sp.standing_body[i], "donor_last_body": sp.body[donor, -1],
-                "marks": sp.marks[i], **canonical}
+        level = self.levels[shot]
+        if self.swap_share > 0 and self.other_levels[shot] > 0 and self.rng.random() < self.swap_share:
+            track = {f: sp.other[f][i] for f in FIELDS}  # drawn from phase 0: its own canonical track
+            canonical = {f"canonical_{k}": v for k, v in track.items()} if sp.canonical else {}
+            level = self.other_levels[shot]
+        return {**track, "standing": sp.standing[i], "role": sp.role[i], "s_a": self.s_a[shot], "motion_level": level,
+                "donor_first": sp.rgba[donor, 0], "donor_s_a": self.s_a[donor_shot],
+                "donor_level": self.levels[donor_shot], "donor_role": sp.role[donor], "standing_body": sp.standing_body[i],
+                "donor_last_body": sp.body[donor, -1], **canonical}
 
 
 def collate(items: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -224,7 +260,7 @@ def run(args: argparse.Namespace) -> int:
     overrides = json.loads(args.net) if args.net else {}
     net_cfg = sprite_animator_preset("tiny" if args.preset == "tiny" else "default", **overrides)
     sprites = sprite_tensors(shots.rows, shots.frames.shape[1], args.render_workers, cfg.progress,
-                             canonical=net_cfg.canonical_start)
+                             canonical=net_cfg.canonical_start, other=net_cfg.level_swap_share > 0)
     if args.preset == "tiny":  # the tiny net on the world's real sprites: only the shapes change
         net_cfg = dataclasses.replace(net_cfg, frames=sprites.rgba.shape[1], height=sprites.rgba.shape[2],
                                       width=sprites.rgba.shape[3], cond_dim=s_a.shape[-1])
@@ -240,7 +276,13 @@ def run(args: argparse.Namespace) -> int:
     moved = (levels != shots.levels).float()
     print(f"[sprites] levels as play shows them: {moved.mean():.3f} of shots read another level than the "
           f"world's (mean {float((levels - shots.levels).float().mean()):+.3f})")
-    data = SpriteShots(sprites, s_a, levels, cfg.seed)
+    other_levels = None
+    if net_cfg.level_swap_share > 0:
+        other_levels = played_levels(shots.rows, sprites, stage, cfg.progress, args.render_workers, other=True)
+        asked = other_levels[other_levels > 0]
+        print(f"[sprites] tracks in another manner: {len(asked)} shots readable, levels "
+              f"{torch.bincount(asked, minlength=6)[1:].tolist()}; {net_cfg.level_swap_share:.2f} of items swapped")
+    data = SpriteShots(sprites, s_a, levels, cfg.seed, other_levels, net_cfg.level_swap_share)
     print(f"[sprites] {len(data.looks)} character looks, {len(sprites.role) / len(data.looks):.1f} tracks each: a "
           f"scene that goes on is trained from another track of the same look")
     result = train(module, data, collate, cfg, args.out, resume=args.resume)

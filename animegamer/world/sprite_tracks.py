@@ -19,8 +19,10 @@ from typing import Any
 import cv2
 import numpy as np
 
+from animegamer.world import rules
 from animegamer.world.cast import CharacterSpec, Look, load_cast
 from animegamer.world.character_art import body_matrix, draw_character
+from animegamer.world.motion_catalog import load_motions
 from animegamer.world.motions import PAIR_GAP, ActorFrame, motion_table
 from animegamer.world.pose import Pose
 from animegamer.world.sessions import TurnPlan, plan_session
@@ -132,12 +134,21 @@ def shot_phase(row: dict[str, Any]) -> float:
     return (int(row["session"]) * 7 + int(row["turn"])) % 10 / 10
 
 
+def other_adverb(row: dict[str, Any]) -> str:
+    """Another adverb than the row's own, the same for the same row (its seed, session and turn choose it)."""
+    others = sorted(set(load_motions()[1]) - {row["adverb"]})
+    rng = np.random.default_rng([int(row["seed"]), int(row["session"]), int(row["turn"])])
+    return others[int(rng.integers(len(others)))]
+
+
 def row_tracks(row: dict[str, Any], n_turns: int, n_frames: int = 17, fps: float = 8,
-               cast_file: str | None = None, phase: float | None = None) -> list[SpriteTrack]:
+               cast_file: str | None = None, phase: float | None = None,
+               adverb: str | None = None) -> list[SpriteTrack]:
     """The sprite tracks of a rendered world turn (a ``turns.jsonl`` row of a session of ``n_turns`` turns),
     re-planned from its seed as ``shot.render_session`` planned and rendered it (``phase``: another start in the
-    motion's cycle, radians; None: the shot's own). Raises ValueError if the plan does not give the row's action
-    (a row of another cast or world version)."""
+    motion's cycle, radians; None: the shot's own). ``adverb``: played in that adverb's manner instead (its speed
+    and amplitude, the turn's own stamina), as the world would have played the turn asked so. Raises ValueError if
+    the plan does not give the row's action (a row of another cast or world version)."""
     plan = plan_session(int(row["seed"]), int(row["session"]), n_turns, row.get("split"), cast_file,
                         float(row.get("groups", 0.0)))
     if not 0 <= int(row["turn"]) < len(plan.turns):
@@ -149,6 +160,10 @@ def row_tracks(row: dict[str, Any], n_turns: int, n_frames: int = 17, fps: float
                          f"{list(a.characters)}, the row says {row['motion']} {row['adverb']} {row['characters']}")
     if phase is None:
         phase = shot_phase(row)
+    if adverb is not None:  # as sessions.plan_session sets a turn's manner
+        manner = load_motions()[1][adverb]
+        turn = replace(turn, speed=manner.speed * rules.sluggish_factor(turn.states_before["stamina"]),
+                       amplitude=manner.amplitude)
     return turn_tracks(turn, load_cast(cast_file), n_frames, fps, phase)
 
 
