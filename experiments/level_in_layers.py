@@ -6,7 +6,7 @@ network"):
     .venv/bin/python experiments/level_in_layers.py --world runs/data/w9100 --n 24 --sweep [--bare-verb] [--sprites RUN]
 
 For each of ``--n`` held-out shots spread over the world, the flow magnitude the world's quantiser reads
-(``world/flow.flow_magnitude``: DIS flow, per-row median removed, mean over moving pixels) and the level it gives,
+(``world/flow.flow_magnitude``: DIS flow, per-row median removed, each pair's 99th percentile) and the level it gives,
 for ``truth``, ``oracle`` (eval-drawn's: each character's true sprite track layered on the stage, play's camera),
 ``drawn`` (eval-drawn's ``drawn_standing``: play's drawing from the staged cut-outs, the true s_a and level) and
 ``stage`` (the oracle's place and camera with the characters left out: the flow the background alone adds).
@@ -15,7 +15,9 @@ truth's and the level error.
 ``--sweep``: does the animator follow the level asked? Each shot drawn from its true s_a at levels 1..5: the level
 read = asked, by asked level, and the mean slope of the read level over the asked (1.0 follows it; docs/layers.md,
 "A broom flies where the world flies it"); ``--bare-verb``: the same with the s_a of the motion text told without its
-adverb (does the animator take the amount from the adverb?).
+adverb (does the animator take the amount from the adverb?). A shot's verb cannot reach every level (a sleeper has no
+level 5): each is also graded on the levels it can reach, those its TRUE tracks read on the stage when the world
+plays the turn in each of the 8 adverbs' manners (``right_reachable``, ``slope_reachable``).
 """
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ from animegamer.game.session import DEFAULT_WEIGHTS
 from animegamer.training.action_parts import ActionParts
 from animegamer.world.dataset import WorldDataset
 from animegamer.world.flow import MotionQuantizer, flow_magnitude
+from animegamer.world.motion_catalog import load_motions
 from animegamer.world.sprite_tracks import row_tracks, session_lengths
 
 
@@ -97,8 +100,10 @@ def sweep(world_dir: str, n: int, model: Path, sprites: str | None = None, bare:
     """Each of ``n`` held-out shots drawn at asked levels 1..5 from the same true s_a, and the level read; ``bare``:
     the s_a of the motion text without its adverb."""
     stage, animator, parts, quant, world, idx = setup(world_dir, n, model, sprites)
+    lengths = session_lengths(world.rows)
     recs = []
     for i in tqdm(idx, desc="shots"):
+        reachable = reachable_levels(stage, quant, world.rows[i], lengths, world.frames(world.rows[i]).shape[0])
         row = without_adverb(world.rows[i]) if bare else world.rows[i]
         names = list(row["characters"])
         scene, s_a, references = staged(stage, parts, row, names)
@@ -107,11 +112,29 @@ def sweep(world_dir: str, n: int, model: Path, sprites: str | None = None, bare:
             with torch.no_grad():
                 drawn = draw_turn(animator, stage, scene, names, s_a, level, references, verb=row["motion"])[0]
             read.append(quant.level(flow_magnitude(np.ascontiguousarray(drawn))))
-        recs.append({"verb": row["motion"], "adverb": row["adverb"], "level": int(row["motion_level"]), "read": read})
+        recs.append({"verb": row["motion"], "adverb": row["adverb"], "level": int(row["motion_level"]), "read": read,
+                     "reachable": reachable})
     hit = np.array([[r["read"][k] == k + 1 for k in range(5)] for r in recs], float)
     slope = np.mean([np.polyfit(np.arange(1, 6), r["read"], 1)[0] for r in recs])
+    reach = [[r["read"][k - 1] == k for k in r["reachable"]] for r in recs]
+    spread = [r for r in recs if len(r["reachable"]) > 1]
     return {"right_by_asked_level": hit.mean(0).round(3).tolist(), "right_all": float(hit.mean()),
-            "slope": float(slope), "shots": recs}
+            "slope": float(slope), "reachable_per_shot": float(np.mean([len(r["reachable"]) for r in recs])),
+            "right_reachable": float(np.mean([x for xs in reach for x in xs])),
+            "slope_reachable": float(np.mean([np.polyfit(r["reachable"], [r["read"][k - 1] for k in r["reachable"]],
+                                                         1)[0] for r in spread])),
+            "shots": recs}
+
+
+def reachable_levels(stage: Stage, quant: MotionQuantizer, row: dict, lengths: dict, n_frames: int) -> list[int]:
+    """The levels the shot's true tracks read on the stage, played by the world in each adverb's manner."""
+    out = set()
+    for adverb in load_motions()[1]:
+        tracks = row_tracks(row, lengths[(int(row["seed"]), int(row["session"]))], n_frames, phase=0.0, adverb=adverb)
+        shown = tracks_as_played(stage, row["place"], row["time"], [t.rgba for t in tracks],
+                                 [t.offset for t in tracks], row["motion"])
+        out.add(quant.level(flow_magnitude(shown)))
+    return sorted(out)
 
 
 def summarize(recs: list[dict]) -> dict:

@@ -3,7 +3,9 @@
     .venv/bin/python experiments/paired_turns.py runs/eval_stage/systems/layered.jsonl runs/eval_stage/systems/animegamer.jsonl [--out FILE.json]
 
 Columns: the action the evaluator names, who / where / when its frame classifier reads, the level read from the
-pixels = the engine's, new content, and sharpness as a share of the truth's; plus the action per verb.
+pixels = the true level (acc_f_pixels), = the engine's (pixels_engine), the engine's = the true level (engine_true),
+new content, and sharpness as a share of the truth's; plus the action per verb, and the pixels = the engine's where
+the engine is right and where it is wrong (not paired: each system's own engine).
 """
 from __future__ import annotations
 
@@ -13,7 +15,14 @@ from collections import defaultdict
 
 import numpy as np
 
-COLUMNS = ("action_acc", "char_id", "place_id", "time_id", "acc_f_pixels", "new_content")
+COLUMNS = ("action_acc", "char_id", "place_id", "time_id", "acc_f_pixels", "pixels_engine", "engine_true",
+           "new_content")
+
+
+def with_levels(r: dict) -> dict:
+    """The row with pixels_engine and engine_true: the level columns an eval's systems/*.jsonl rows imply."""
+    return {**r, "pixels_engine": float(r["ml_pixels"] == r["ml_engine"]),
+            "engine_true": float(r["ml_engine"] == r["ml_true"])}
 
 
 def mean_se(x: list[float]) -> dict[str, float]:
@@ -28,7 +37,7 @@ def main() -> None:
     p.add_argument("--verbs", default=None, help="the eval's world turns.jsonl, for the action per verb")
     p.add_argument("--out", default=None)
     args = p.parse_args()
-    rows = [{(r["session"], r["turn"]): r for r in map(json.loads, open(f)) if r} for f in (args.a, args.b)]
+    rows = [{(r["session"], r["turn"]): with_levels(r) for r in map(json.loads, open(f)) if r} for f in (args.a, args.b)]
     keys = sorted(set(rows[0]) & set(rows[1]))
     out: dict = {"turns": len(keys), "a": args.a, "b": args.b, "columns": {}}
     for c in COLUMNS:
@@ -37,6 +46,11 @@ def main() -> None:
     sharp = [[rows[i][k]["sharp"] / max(rows[i][k]["sharp_true"], 1e-6) for k in keys] for i in (0, 1)]
     out["columns"]["sharpness"] = {"a": mean_se(sharp[0]), "b": mean_se(sharp[1]),
                                    "a - b": mean_se([x - y for x, y in zip(*sharp)])}
+    for name, system in zip("ab", rows):
+        for right in (True, False):
+            hit = [system[k]["pixels_engine"] for k in keys if bool(system[k]["engine_true"]) == right]
+            out[f"pixels_engine_where_engine_{'right' if right else 'wrong'}_{name}"] = (
+                {"turns": len(hit), "mean": float(np.mean(hit))} if hit else None)
     if args.verbs:
         verb = {(r["session"], r["turn"]): r["motion"] for r in map(json.loads, open(args.verbs))}
         per: dict[str, list[tuple[float, float]]] = defaultdict(list)
@@ -46,6 +60,9 @@ def main() -> None:
                                      "b": float(np.mean([p[1] for p in x]))} for v, x in sorted(per.items())}
     for c, v in out["columns"].items():
         print(f"{c:13s} a {v['a']['mean']:.3f}  b {v['b']['mean']:.3f}  a-b {v['a - b']['mean']:+.3f} ± {v['a - b']['se']:.3f}")
+    for k, v in out.items():
+        if k.startswith("pixels_engine_where") and v:
+            print(f"{k}: {v['mean']:.3f} of {v['turns']} turns")
     for v, x in out.get("action_by_verb", {}).items():
         print(f"  {v:10s} {x['turns']:3d} turns  a {x['a']:.2f}  b {x['b']:.2f}")
     if args.out:
