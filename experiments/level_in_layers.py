@@ -37,6 +37,7 @@ from animegamer.decoder.stage import Stage
 from animegamer.evaluation.drawn_shots import load_animator
 from animegamer.game.session import DEFAULT_WEIGHTS
 from animegamer.training.action_parts import ActionParts
+from animegamer.training.phase_sprites import level_as_played
 from animegamer.world.dataset import WorldDataset
 from animegamer.world.flow import MotionQuantizer, flow_magnitude
 from animegamer.world.motion_catalog import load_motions
@@ -131,9 +132,8 @@ def reachable_levels(stage: Stage, quant: MotionQuantizer, row: dict, lengths: d
     out = set()
     for adverb in load_motions()[1]:
         tracks = row_tracks(row, lengths[(int(row["seed"]), int(row["session"]))], n_frames, phase=0.0, adverb=adverb)
-        shown = tracks_as_played(stage, row["place"], row["time"], [t.rgba for t in tracks],
-                                 [t.offset for t in tracks], row["motion"])
-        out.add(quant.level(flow_magnitude(shown)))
+        out.add(level_as_played(stage, quant, row["place"], row["time"], [t.rgba for t in tracks],
+                                [t.offset for t in tracks], row["motion"]))
     return sorted(out)
 
 

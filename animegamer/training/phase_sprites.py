@@ -92,11 +92,12 @@ def _tracks(job: tuple[dict[str, Any], int, int, bool, bool]) -> list[TrackSet] 
     torch.set_num_threads(1)
     try:
         own = row_tracks(row, n_turns, n_frames)
-        none: list[SpriteTrack | None] = [None] * len(own)
-        # a shot the world began at phase 0 is its own canonical track: not drawn twice
-        at_zero = none if not canonical else own if shot_phase(row) == 0.0 else row_tracks(row, n_turns, n_frames,
-                                                                                            phase=0.0)
-        swapped = row_tracks(row, n_turns, n_frames, phase=0.0, adverb=other_adverb(row)) if other else none
+        at_zero: list[SpriteTrack | None] = [None] * len(own)
+        if canonical:  # a shot the world began at phase 0 is its own canonical track: not drawn twice
+            at_zero = own if shot_phase(row) == 0.0 else row_tracks(row, n_turns, n_frames, phase=0.0)
+        swapped: list[SpriteTrack | None] = [None] * len(own)
+        if other:
+            swapped = row_tracks(row, n_turns, n_frames, phase=0.0, adverb=other_adverb(row))
         return list(zip(own, at_zero, swapped))
     except ValueError:
         return None
@@ -141,9 +142,14 @@ def _init_played(stage: Stage) -> None:
     _PLAYED.update(stage=stage, quant=MotionQuantizer.load())
 
 
+def level_as_played(stage: Stage, quant: MotionQuantizer, place: str, time: str, rgba: list[np.ndarray],
+                    offset: list[np.ndarray], motion: str) -> int:
+    """The level of sprite tracks (and their feet offsets) as play shows them on the stage, read by ``quant``."""
+    return quant.level(flow_magnitude(tracks_as_played(stage, place, time, rgba, offset, motion)))
+
+
 def _played_level(job: tuple[str, str, list[np.ndarray], list[np.ndarray], str]) -> int:
-    place, time, rgba, offset, motion = job
-    return _PLAYED["quant"].level(flow_magnitude(tracks_as_played(_PLAYED["stage"], place, time, rgba, offset, motion)))
+    return level_as_played(_PLAYED["stage"], _PLAYED["quant"], *job)
 
 
 def played_levels(rows: list[dict[str, Any]], sprites: SpriteTensors, stage: Stage, progress: bool = True,

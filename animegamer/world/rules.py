@@ -63,6 +63,11 @@ def apply_deltas(states: dict[str, int], deltas: dict[str, int]) -> dict[str, in
     return out
 
 
+def played_manner(adverb: AdverbSpec, stamina: int) -> tuple[float, float]:
+    """(speed, amplitude) a turn in ``adverb``'s manner is animated at, a tired character slower."""
+    return adverb.speed * sluggish_factor(stamina), adverb.amplitude
+
+
 def sluggish_factor(stamina: int) -> float:
     """Animation speed multiplier from stamina: 1 above SLUGGISH_BELOW, down to 0.4 at 0."""
     if stamina >= SLUGGISH_BELOW:

@@ -201,12 +201,12 @@ def plan_session(seed: int, index: int, n_turns: int, split: str | None = None,
         )
         deltas = rules.action_deltas(motion, adverbs[adverb]).as_dict()
         after = rules.apply_deltas(states, deltas)
+        speed, amplitude = rules.played_manner(adverbs[adverb], states["stamina"])
         plan.turns.append(TurnPlan(
             turn=turn, action=action, instruction=text, template_id=template_id,
             place_changed=place_changed, time_changed=time_changed, props=list(props), actors=actors,
             camera=_camera(rng, motion.travel), states_before=dict(states), deltas=deltas, states_after=after,
-            speed=adverbs[adverb].speed * rules.sluggish_factor(states["stamina"]),
-            amplitude=adverbs[adverb].amplitude, flip=flip,
+            speed=speed, amplitude=amplitude, flip=flip,
         ))
         states = after
         last_verb = verb

@@ -257,12 +257,12 @@ def render_action(action: Action, seed: int = 0, camera: str | None = None, stam
     deltas = rules.action_deltas(motions[verb], adverbs[adverb]).as_dict()
     camera = camera or ("follow" if motions[verb].travel > 0 else "static")
     states = {"stamina": stamina, "social": 50, "entertainment": 50}
+    speed, amplitude = rules.played_manner(adverbs[adverb], stamina)
     turn = TurnPlan(
         turn=0, action=Action(characters=tuple(characters), verb=verb, adverb=adverb, place=place, time=time),
         instruction="", template_id="", place_changed=True, time_changed=True, props=props, actors=actors,
         camera=camera, states_before=states, deltas=deltas, states_after=rules.apply_deltas(states, deltas),
-        speed=adverbs[adverb].speed * rules.sluggish_factor(stamina), amplitude=adverbs[adverb].amplitude,
-        flip=False,
+        speed=speed, amplitude=amplitude, flip=False,
     )
     scene = PlaceScene(places[place], time, props, height * SUPERSAMPLE, width * SUPERSAMPLE,
                        world_width_factor=WORLD_WIDTH_FACTOR, seed=seed)

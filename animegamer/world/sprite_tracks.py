@@ -160,10 +160,9 @@ def row_tracks(row: dict[str, Any], n_turns: int, n_frames: int = 17, fps: float
                          f"{list(a.characters)}, the row says {row['motion']} {row['adverb']} {row['characters']}")
     if phase is None:
         phase = shot_phase(row)
-    if adverb is not None:  # as sessions.plan_session sets a turn's manner
-        manner = load_motions()[1][adverb]
-        turn = replace(turn, speed=manner.speed * rules.sluggish_factor(turn.states_before["stamina"]),
-                       amplitude=manner.amplitude)
+    if adverb is not None:
+        speed, amplitude = rules.played_manner(load_motions()[1][adverb], turn.states_before["stamina"])
+        turn = replace(turn, speed=speed, amplitude=amplitude)
     return turn_tracks(turn, load_cast(cast_file), n_frames, fps, phase)
 
 
