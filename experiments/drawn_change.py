@@ -1,0 +1,82 @@
+"""How much the animator's drawing moves against its true track, verb by verb, on the canvas (docs/layers.md, "The
+level as a place in its band"):
+
+    .venv/bin/python experiments/drawn_change.py --world W9100 [--n 200] [--sprites RUN] [--out FILE.json]
+
+W9100: the held-out world of `bin/animegamer eval --seed 9100 --out OUT` (OUT/world). For the single-character shots
+among ``--n`` spread over the world, the animator draws frames 0-16 from the character standing, with the shot's true
+s_a and the world's level, against the true track from phase 0 (``sprite_tracks.row_tracks(phase=0.0)``). Per verb:
+the mean absolute change frame to frame, drawn over true (summed over the verb's shots), and the whole body's sway
+(the alpha centroid's spread over the frames, px). Overall: the same ratio, the median and mean |log| of the per-shot
+ratios. Below 1: the drawing moves less than the world would.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from animegamer.decoder.sprite_animator import to_unit
+from animegamer.game.session import DEFAULT_WEIGHTS
+from animegamer.world.sprite_tracks import row_tracks, session_lengths
+
+sys.path.insert(0, str(Path(__file__).parent))
+from level_in_layers import setup, staged  # noqa: E402  (a sibling script: the same stage, world and shots)
+
+
+def sway_and_change(frames: np.ndarray) -> tuple[float, float]:
+    """(T, H, W, 4) in [0, 1] -> the alpha centroid's spread over frames (px), the mean absolute frame change."""
+    alpha = frames[..., 3]
+    ys, xs = np.mgrid[:alpha.shape[1], :alpha.shape[2]]
+    mass = alpha.sum((1, 2)) + 1e-6
+    cx, cy = (alpha * xs).sum((1, 2)) / mass, (alpha * ys).sum((1, 2)) / mass
+    return float(np.sqrt(cx.var() + cy.var())), float(np.abs(np.diff(frames, axis=0)).mean())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--world", required=True)
+    ap.add_argument("--n", type=int, default=200)
+    ap.add_argument("--sprites", default=None, help="a `train sprites` run (default: the shipped animator)")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    stage, animator, parts, _, world, idx = setup(args.world, args.n, Path(DEFAULT_WEIGHTS), args.sprites)
+    lengths = session_lengths(world.rows)
+    by_verb: dict[str, list[tuple[float, float, float, float]]] = collections.defaultdict(list)
+    for i in tqdm(idx, desc="shots"):
+        row = world.rows[i]
+        if len(row["characters"]) != 1:
+            continue
+        track = row_tracks(row, lengths[(int(row["seed"]), int(row["session"]))], 17, phase=0.0)[0]
+        _, s_a, references = staged(stage, parts, row, [track.name])
+        ref = to_unit(torch.from_numpy(np.ascontiguousarray(references[track.name])))[None]
+        with torch.no_grad():
+            drawn, _ = animator.draw(ref, ref, s_a[None].float(), torch.tensor([int(row["motion_level"])]),
+                                     torch.tensor([0]), start=0)
+        d_sway, d_change = sway_and_change(drawn[0].permute(0, 2, 3, 1).numpy())
+        t_sway, t_change = sway_and_change(track.rgba.astype(np.float32) / 255)
+        by_verb[row["motion"]].append((d_sway, t_sway, d_change, t_change))
+    verbs = {}
+    for verb, recs in sorted(by_verb.items()):
+        r = np.array(recs)
+        verbs[verb] = {"shots": len(r), "sway_drawn": float(r[:, 0].mean()), "sway_true": float(r[:, 1].mean()),
+                       "change_ratio": float(r[:, 2].sum() / r[:, 3].sum())}
+        print(f"{verb:10s} {len(r):3d} shots  sway {r[:, 0].mean():5.2f} / {r[:, 1].mean():5.2f} px  "
+              f"change drawn / true {verbs[verb]['change_ratio']:.2f}")
+    r = np.concatenate([np.array(v) for v in by_verb.values()])
+    logs = np.log(r[:, 2] / r[:, 3])
+    out = {"shots": len(r), "change_ratio": float(r[:, 2].sum() / r[:, 3].sum()), "median_log": float(np.median(logs)),
+           "mean_abs_log": float(np.abs(logs).mean()), "verbs": verbs}
+    print(json.dumps({k: v for k, v in out.items() if k != "verbs"}))
+    if args.out:
+        Path(args.out).write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
