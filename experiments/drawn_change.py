@@ -6,9 +6,10 @@ level as a place in its band"):
 W9100: the held-out world of `bin/animegamer eval --seed 9100 --out OUT` (OUT/world). For the single-character shots
 among ``--n`` spread over the world, the animator draws frames 0-16 from the character standing, with the shot's true
 s_a and the world's level, against the true track from phase 0 (``sprite_tracks.row_tracks(phase=0.0)``). Per verb:
-the mean absolute change frame to frame, drawn over true (summed over the verb's shots), and the whole body's sway
-(the alpha centroid's spread over the frames, px). Overall: the same ratio, the median and mean |log| of the per-shot
-ratios. Below 1: the drawing moves less than the world would.
+the mean absolute change frame to frame, drawn over true (summed over the verb's shots), the whole body's sway
+(the alpha centroid's spread over the frames, px), and the body head's affine against the world's (the canvas
+centre's spread over the frames, px, and the head's error a frame). Overall: the same ratios, the median and mean
+|log| of the per-shot change ratios. Below 1: the drawing moves less than the world would.
 """
 from __future__ import annotations
 
@@ -22,9 +23,9 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from animegamer.decoder.sprite_animator import to_unit
+from animegamer.decoder.sprite_animator import FrameCue, SpriteAnimator, to_unit, true_affine
 from animegamer.game.session import DEFAULT_WEIGHTS
-from animegamer.world.sprite_tracks import row_tracks, session_lengths
+from animegamer.world.sprite_tracks import SpriteTrack, row_tracks, session_lengths
 
 sys.path.insert(0, str(Path(__file__).parent))
 from level_in_layers import setup, staged  # noqa: E402  (a sibling script: the same stage, world and shots)
@@ -39,6 +40,22 @@ def sway_and_change(frames: np.ndarray) -> tuple[float, float]:
     return float(np.sqrt(cx.var() + cy.var())), float(np.abs(np.diff(frames, axis=0)).mean())
 
 
+def body_sway(animator: SpriteAnimator, ref: torch.Tensor, s_a: torch.Tensor, level: int,
+              track: SpriteTrack) -> tuple[float, float, float]:
+    """The body head's affine from standing against the world's: the canvas centre's spread over the frames (px),
+    drawn and true, and the mean distance between the two a frame (px)."""
+    cfg, t = animator.config, animator.config.frames
+    cue = FrameCue(s_a[None].float().repeat(t, 1, 1), torch.full((t,), level), torch.arange(t),
+                   torch.zeros(t, dtype=torch.long), torch.zeros(t))
+    with torch.no_grad():
+        _, _, affines = animator.frame(ref.repeat(t, 1, 1, 1), ref.repeat(t, 1, 1, 1), cue)
+    centre = torch.tensor([(cfg.width - 1) / 2, (cfg.height - 1) / 2, 1.0])
+    drawn = affines[0] @ centre
+    standing = torch.from_numpy(track.standing_body)[None].repeat(t, 1, 1)
+    true = true_affine(standing, torch.from_numpy(track.body)) @ centre
+    return float(drawn.std(0).norm()), float(true.std(0).norm()), float((drawn - true).abs().sum(-1).mean())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--world", required=True)
@@ -48,7 +65,7 @@ def main() -> None:
     args = ap.parse_args()
     stage, animator, parts, _, world, idx = setup(args.world, args.n, Path(DEFAULT_WEIGHTS), args.sprites)
     lengths = session_lengths(world.rows)
-    by_verb: dict[str, list[tuple[float, float, float, float]]] = collections.defaultdict(list)
+    by_verb: dict[str, list[tuple[float, ...]]] = collections.defaultdict(list)
     for i in tqdm(idx, desc="shots"):
         row = world.rows[i]
         if len(row["characters"]) != 1:
@@ -61,18 +78,23 @@ def main() -> None:
                                      torch.tensor([0]), start=0)
         d_sway, d_change = sway_and_change(drawn[0].permute(0, 2, 3, 1).numpy())
         t_sway, t_change = sway_and_change(track.rgba.astype(np.float32) / 255)
-        by_verb[row["motion"]].append((d_sway, t_sway, d_change, t_change))
+        level = int(row["motion_level"])
+        body = body_sway(animator, ref, s_a, level, track) if animator.config.body_warp else (0.0,) * 3
+        by_verb[row["motion"]].append((d_sway, t_sway, d_change, t_change, *body))
     verbs = {}
     for verb, recs in sorted(by_verb.items()):
         r = np.array(recs)
         verbs[verb] = {"shots": len(r), "sway_drawn": float(r[:, 0].mean()), "sway_true": float(r[:, 1].mean()),
-                       "change_ratio": float(r[:, 2].sum() / r[:, 3].sum())}
+                       "change_ratio": float(r[:, 2].sum() / r[:, 3].sum()), "body_head_sway": float(r[:, 4].mean()),
+                       "body_true_sway": float(r[:, 5].mean()), "body_head_error": float(r[:, 6].mean())}
         print(f"{verb:10s} {len(r):3d} shots  sway {r[:, 0].mean():5.2f} / {r[:, 1].mean():5.2f} px  "
-              f"change drawn / true {verbs[verb]['change_ratio']:.2f}")
+              f"change drawn / true {verbs[verb]['change_ratio']:.2f}  body head {r[:, 4].mean():5.2f} / "
+              f"{r[:, 5].mean():5.2f} px, error {r[:, 6].mean():.2f} px")
     r = np.concatenate([np.array(v) for v in by_verb.values()])
     logs = np.log(r[:, 2] / r[:, 3])
     out = {"shots": len(r), "change_ratio": float(r[:, 2].sum() / r[:, 3].sum()), "median_log": float(np.median(logs)),
-           "mean_abs_log": float(np.abs(logs).mean()), "verbs": verbs}
+           "mean_abs_log": float(np.abs(logs).mean()), "body_sway_ratio": float(r[:, 4].sum() / r[:, 5].sum()),
+           "body_head_error": float(r[:, 6].mean()), "verbs": verbs}
     print(json.dumps({k: v for k, v in out.items() if k != "verbs"}))
     if args.out:
         Path(args.out).write_text(json.dumps(out, indent=1))
