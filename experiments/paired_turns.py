@@ -5,7 +5,8 @@
 Columns: the action the evaluator names, who / where / when its frame classifier reads, the level read from the
 pixels = the true level (acc_f_pixels), = the engine's (pixels_engine), the engine's = the true level (engine_true),
 new content, and sharpness as a share of the truth's; plus the action per verb, and the pixels = the engine's where
-the engine is right and where it is wrong (not paired: each system's own engine).
+the engine is right and where it is wrong (not paired: each system's own engine); and where in the engine's band the
+drawn flow lies (``place_in_band``: 0 at the band's middle, +-0.5 at its edges): its mean and spread per system.
 """
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from collections import defaultdict
 
 import numpy as np
 
+from animegamer.world.flow import MotionQuantizer
+
 COLUMNS = ("action_acc", "char_id", "place_id", "time_id", "acc_f_pixels", "pixels_engine", "engine_true",
            "new_content")
 
@@ -23,6 +26,19 @@ def with_levels(r: dict) -> dict:
     """The row with pixels_engine and engine_true: the level columns an eval's systems/*.jsonl rows imply."""
     return {**r, "pixels_engine": float(r["ml_pixels"] == r["ml_engine"]),
             "engine_true": float(r["ml_engine"] == r["ml_true"])}
+
+
+def place_in_band(flow: float, level: int, quant: MotionQuantizer) -> float:
+    """Where ``flow`` lies against ``level``, in levels: the level ``flow`` reads, plus where in that band it lies in
+    log magnitude (-0.5 at the band's lower edge, +0.5 at its upper; band 1 as wide as band 2, band 5 as band 4),
+    held to 1..5 (below level 1's middle nothing reads too still, above level 5's nothing too lively), minus
+    ``level``: 0 at the middle of the asked band, +-0.5 at its edges."""
+    logs = np.log(np.asarray(quant.thresholds, dtype=np.float64))
+    read = quant.level(flow)
+    lo = logs[read - 2] if read > 1 else 2 * logs[0] - logs[1]
+    hi = logs[read - 1] if read < len(logs) + 1 else 2 * logs[-1] - logs[-2]
+    position = read - 0.5 + (np.log(max(flow, 1e-9)) - lo) / (hi - lo)
+    return float(np.clip(position, 1, len(logs) + 1) - level)
 
 
 def mean_se(x: list[float]) -> dict[str, float]:
@@ -51,6 +67,10 @@ def main() -> None:
             hit = [system[k]["pixels_engine"] for k in keys if bool(system[k]["engine_true"]) == right]
             out[f"pixels_engine_where_engine_{'right' if right else 'wrong'}_{name}"] = (
                 {"turns": len(hit), "mean": float(np.mean(hit))} if hit else None)
+    quant = MotionQuantizer.load()
+    for name, system in zip("ab", rows):
+        place = [place_in_band(system[k]["flow"], system[k]["ml_engine"], quant) for k in keys]
+        out[f"drawn_place_in_engine_band_{name}"] = {"mean": float(np.mean(place)), "sd": float(np.std(place))}
     if args.verbs:
         verb = {(r["session"], r["turn"]): r["motion"] for r in map(json.loads, open(args.verbs))}
         per: dict[str, list[tuple[float, float]]] = defaultdict(list)
@@ -63,6 +83,8 @@ def main() -> None:
     for k, v in out.items():
         if k.startswith("pixels_engine_where") and v:
             print(f"{k}: {v['mean']:.3f} of {v['turns']} turns")
+        if k.startswith("drawn_place_in_engine_band"):
+            print(f"{k}: mean {v['mean']:+.3f}, spread {v['sd']:.3f} of a level")
     for v, x in out.get("action_by_verb", {}).items():
         print(f"  {v:10s} {x['turns']:3d} turns  a {x['a']:.2f}  b {x['b']:.2f}")
     if args.out:
