@@ -40,17 +40,26 @@ def sway_and_change(frames: np.ndarray) -> tuple[float, float]:
     return float(np.sqrt(cx.var() + cy.var())), float(np.abs(np.diff(frames, axis=0)).mean())
 
 
-def body_sway(animator: SpriteAnimator, ref: torch.Tensor, s_a: torch.Tensor, level: int,
-              track: SpriteTrack) -> tuple[float, float, float]:
-    """The body head's affine from standing against the world's: the canvas centre's spread over the frames (px),
-    drawn and true, and the mean distance between the two a frame (px)."""
-    cfg, t = animator.config, animator.config.frames
+def draw_from_standing(animator: SpriteAnimator, ref: torch.Tensor, s_a: torch.Tensor,
+                       level: int) -> tuple[np.ndarray, torch.Tensor | None]:
+    """Frames 0..T-1 drawn from the standing cut-out ``ref`` (1, 4, H, W) in one pass, as ``SpriteAnimator.draw``
+    draws them (T, H, W, 4), and the body head's backward affines of the input (T, 2, 3; None without a body warp)."""
+    t = animator.config.frames
     cue = FrameCue(s_a[None].float().repeat(t, 1, 1), torch.full((t,), level), torch.arange(t),
                    torch.zeros(t, dtype=torch.long), torch.zeros(t))
     with torch.no_grad():
-        _, _, affines = animator.frame(ref.repeat(t, 1, 1, 1), ref.repeat(t, 1, 1, 1), cue)
+        drawn, _, affines = animator.frame(ref.repeat(t, 1, 1, 1), ref.repeat(t, 1, 1, 1), cue, mode="bicubic")
+    return drawn.permute(0, 2, 3, 1).numpy(), None if affines is None else affines[0]
+
+
+def body_sway(animator: SpriteAnimator, affines: torch.Tensor | None, track: SpriteTrack) -> tuple[float, float, float]:
+    """The body head's affines from standing against the world's: the canvas centre's spread over the frames (px),
+    drawn and true, and the mean distance between the two a frame (px); zeros without a body warp."""
+    if affines is None:
+        return 0.0, 0.0, 0.0
+    cfg, t = animator.config, animator.config.frames
     centre = torch.tensor([(cfg.width - 1) / 2, (cfg.height - 1) / 2, 1.0])
-    drawn = affines[0] @ centre
+    drawn = affines @ centre
     standing = torch.from_numpy(track.standing_body)[None].repeat(t, 1, 1)
     true = true_affine(standing, torch.from_numpy(track.body)) @ centre
     return float(drawn.std(0).norm()), float(true.std(0).norm()), float((drawn - true).abs().sum(-1).mean())
@@ -73,13 +82,10 @@ def main() -> None:
         track = row_tracks(row, lengths[(int(row["seed"]), int(row["session"]))], 17, phase=0.0)[0]
         _, s_a, references = staged(stage, parts, row, [track.name])
         ref = to_unit(torch.from_numpy(np.ascontiguousarray(references[track.name])))[None]
-        with torch.no_grad():
-            drawn, _ = animator.draw(ref, ref, s_a[None].float(), torch.tensor([int(row["motion_level"])]),
-                                     torch.tensor([0]), start=0)
-        d_sway, d_change = sway_and_change(drawn[0].permute(0, 2, 3, 1).numpy())
+        drawn, affines = draw_from_standing(animator, ref, s_a, int(row["motion_level"]))
+        d_sway, d_change = sway_and_change(drawn)
         t_sway, t_change = sway_and_change(track.rgba.astype(np.float32) / 255)
-        level = int(row["motion_level"])
-        body = body_sway(animator, ref, s_a, level, track) if animator.config.body_warp else (0.0,) * 3
+        body = body_sway(animator, affines, track)
         by_verb[row["motion"]].append((d_sway, t_sway, d_change, t_change, *body))
     verbs = {}
     for verb, recs in sorted(by_verb.items()):
