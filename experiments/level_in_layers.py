@@ -11,7 +11,10 @@ for ``truth``, ``oracle`` (eval-drawn's: each character's true sprite track laye
 ``drawn`` (eval-drawn's ``drawn_standing``: play's drawing from the staged cut-outs, the true s_a and level) and
 ``stage`` (the oracle's place and camera with the characters left out: the flow the background alone adds).
 Reported per system: level read = asked, the mean signed level error, and per verb the median flow over the
-truth's and the level error.
+truth's and the level error. ``places``: where in the asked level's band each system's flow lies
+(``paired_turns.place_in_band``: 0 at the middle, +-0.5 at the edges) and the spread of the differences: the stage's
+own (oracle - truth: the same track on another background and camera) and the drawing's (drawn - oracle: the
+animator against the track it stands for), the latter split into a bias per verb and what is left within a verb.
 ``--sweep``: does the animator follow the level asked? Each shot drawn from its true s_a at levels 1..5: the level
 read = asked, by asked level, and the mean slope of the read level over the asked (1.0 follows it; docs/layers.md,
 "A broom flies where the world flies it"); ``--bare-verb``: the same with the s_a of the motion text told without its
@@ -42,6 +45,7 @@ from animegamer.world.dataset import WorldDataset
 from animegamer.world.flow import MotionQuantizer, flow_magnitude
 from animegamer.world.motion_catalog import load_motions
 from animegamer.world.sprite_tracks import row_tracks, session_lengths
+from paired_turns import place_in_band  # experiments/: the script's own folder
 
 
 def setup(world_dir: str, n: int, model: Path, sprites: str | None) -> tuple:
@@ -154,7 +158,24 @@ def summarize(recs: list[dict]) -> dict:
         "truth_flow": float(np.median([r["truth"]["flow"] for r in rs])),
         "stage_flow": float(np.median([r["stage"]["flow"] for r in rs]))}
         for v, rs in sorted(by.items())}
+    res["places"] = places(recs)
     return res
+
+
+def places(recs: list[dict]) -> dict:
+    """Where in the asked band each system's flow lies, and the spread of the stage's and the drawing's errors."""
+    quant = MotionQuantizer.load()
+    at = {s: np.array([place_in_band(r[s]["flow"], r["level"], quant) for r in recs]) for s in ("truth", "oracle", "drawn")}
+    out: dict = {s: {"mean": float(x.mean()), "spread": float(x.std())} for s, x in at.items()}
+    stage, drawing = at["oracle"] - at["truth"], at["drawn"] - at["oracle"]
+    verbs = [r["verb"] for r in recs]
+    bias = {v: float(np.mean([d for d, w in zip(drawing, verbs) if w == v])) for v in sorted(set(verbs))}
+    per_shot_bias = np.array([bias[v] for v in verbs])
+    out["stage_error"] = {"mean": float(stage.mean()), "spread": float(stage.std())}
+    out["drawing_error"] = {"mean": float(drawing.mean()), "spread": float(drawing.std()),
+                            "between_verbs": float(per_shot_bias.std()),
+                            "within_verb": float((drawing - per_shot_bias).std()), "by_verb": bias}
+    return out
 
 
 def main() -> None:
@@ -182,6 +203,7 @@ def main() -> None:
         print(s, {k: v for k, v in res[s].items()})
     for v, r in res["by_verb"].items():
         print(f"{v:12s}", r)
+    print("places", {k: v for k, v in res["places"].items()})
     if args.out:
         Path(args.out).write_text(json.dumps({"summary": res, "shots": recs}, indent=1))
 

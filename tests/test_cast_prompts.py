@@ -4,6 +4,7 @@ import json
 import pytest
 
 from animegamer.cli import main
+from animegamer.evaluation.cast_prompts import TRUTH
 from animegamer.evaluation.evaluator import DEFAULT_EVALUATOR
 from animegamer.models.frame_classifier import FrameClassifier
 
@@ -15,7 +16,7 @@ def test_eval_cast_reads_with_the_evaluator_it_is_given(tmp_path):
     report = json.loads(out.read_text())
     frames_dir = FrameClassifier.find(DEFAULT_EVALUATOR)
     assert report["frame_classifier"]["weights_blake2b"] == FrameClassifier.weights_hash(frames_dir)
-    for name in ("with stage", "without stage"):
+    for name in ("with stage", "without stage", TRUTH):  # the world's own shots of the prompts: the reference
         assert len(report["turns"][name]) == 2
         assert all(0 <= report["systems"][name][c]["mean"] <= 1 for c in ("characters", "place", "time", "all"))
 

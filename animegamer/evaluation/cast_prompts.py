@@ -11,7 +11,9 @@ stage, ``decoder/stage.py``, where no stored shot shows them there the first fra
 by the same model without its stage (only stored shots). The evaluator's frame classifier reads each
 shot: the ``size`` characters it finds most likely, the place and the time. Reported per system, with
 the paired difference and its standard error: all characters on screen, the place, the time, all
-three, and where each first frame came from.
+three, and where each first frame came from. Beside them, the ``truth``: the world's own shot of each
+prompt's action (``world/shot.render_action``, the stand-in for a film; one or two characters), read by
+the same classifier: how often the evaluator finds them in a shot that shows them for certain.
 """
 from __future__ import annotations
 
@@ -31,8 +33,11 @@ from animegamer.world.cast import load_cast
 from animegamer.world.instructions import Action, known_places, known_times, paraphrase, structured
 from animegamer.world.motions import verbs
 from animegamer.world.preview import save_png, shot_strip, stack_strips
+from animegamer.world.shot import render_action
 
 COLUMNS = ("characters", "place", "time", "all")
+TRUTH = "truth (the world's shot)"
+WORLD_CAST_MAX = 2  # the world's actions have one or two characters: more have no true shot
 
 
 def prompts(cast: list[str], n: int, size: int, seed: int) -> list[tuple[Action, str]]:
@@ -68,10 +73,12 @@ def _mean_se(values: list[float]) -> dict[str, float]:
 
 def evaluate(game: Game, classifier: FrameClassifier, items: list[tuple[Action, str]], seed: int,
              keep: int = 0, progress: bool = True) -> dict[str, Any]:
-    """Each prompt played as a first turn with and without the model's stage (paired, same seed)."""
+    """Each prompt played as a first turn with and without the model's stage (paired, same seed), and the world's
+    own shot of its action (``TRUTH``, up to ``WORLD_CAST_MAX`` characters)."""
     stage = game.decoder.stage
     systems = {"with stage": stage, "without stage": None}
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in systems}
+    truth: list[dict[str, Any]] = []
     strips = []
     try:
         for i, (action, text) in enumerate(tqdm(items, desc="eval-cast", unit="prompt", disable=not progress)):
@@ -83,8 +90,13 @@ def evaluate(game: Game, classifier: FrameClassifier, items: list[tuple[Action, 
                                    "time": action.time, "first_frame": turn.anchor,
                                    **grade(classifier, turn.frames, action)})
                 shots.append(turn.frames)
+            if len(action.characters) <= WORLD_CAST_MAX:
+                h, w = shots[0].shape[1:3]
+                frames = render_action(action, seed=seed + i, height=h, width=w, n_frames=len(shots[0]))
+                truth.append({"prompt": text, **grade(classifier, frames, action)})
+                shots.append(frames)
             if i < keep:
-                strips.append(shot_strip(np.concatenate([shots[0], shots[1]], axis=2)))
+                strips.append(shot_strip(np.concatenate(shots, axis=2)))
     finally:
         game.decoder.stage = stage
     systems_out = {name: {c: _mean_se([r[c] for r in rs]) for c in COLUMNS} for name, rs in rows.items()}
@@ -93,6 +105,9 @@ def evaluate(game: Game, classifier: FrameClassifier, items: list[tuple[Action, 
         systems_out[name]["first_frame"] = {s: sources.count(s) / len(sources) for s in sorted(set(sources))}
     a, b = rows["with stage"], rows["without stage"]
     paired = {c: _mean_se([x[c] - y[c] for x, y in zip(a, b)]) for c in COLUMNS}
+    if truth:
+        systems_out[TRUTH] = {c: _mean_se([r[c] for r in truth]) for c in COLUMNS}
+        rows[TRUTH] = truth
     return {"prompts": len(items), "systems": systems_out, "paired (with - without)": paired, "turns": rows,
             "_strips": strips}
 
@@ -106,7 +121,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--size", type=int, default=2, help="characters per prompt (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="JSON report")
-    p.add_argument("--sheet", default=None, help="contact sheet (PNG): each prompt's shot with the stage, then without")
+    p.add_argument("--sheet", default=None, help="contact sheet (PNG): each prompt's shot with the stage, then without, then "
+                                                  "the world's (for one or two characters)")
     p.add_argument("--keep", type=int, default=8, help="prompts on the sheet (default: %(default)s)")
     p.add_argument("--store", default=None, help="where the played games are saved (default: a temporary folder)")
     p.add_argument("--evaluator", default=str(DEFAULT_EVALUATOR), metavar="DIR",
@@ -134,12 +150,13 @@ def run(args: argparse.Namespace) -> int:
     strips = result.pop("_strips")
     if args.sheet:
         save_png(stack_strips(strips), args.sheet)
-        print(f"[eval-cast] sheet: {args.sheet} (each row: with the stage, then without)")
+        print(f"[eval-cast] sheet: {args.sheet} (each row: with the stage, then without, then the world's shot)")
     result.update({"model": str(args.model), "size": args.size, "seed": args.seed,
                    "frame_classifier": {"dir": str(frames_dir), "weights_blake2b": FrameClassifier.weights_hash(frames_dir)}})
     for name, cols in result["systems"].items():
+        sources = cols.get("first_frame", {})
         print(f"{name:14s} " + "  ".join(f"{c} {cols[c]['mean']:.3f}±{cols[c]['se']:.3f}" for c in COLUMNS)
-              + "  first frame: " + ", ".join(f"{k} {v:.2f}" for k, v in cols["first_frame"].items()))
+              + ("  first frame: " + ", ".join(f"{k} {v:.2f}" for k, v in sources.items()) if sources else ""))
     print("paired (with - without): " + "  ".join(f"{c} {v['mean']:+.3f}±{v['se']:.3f}"
                                                   for c, v in result["paired (with - without)"].items()))
     if args.out:
