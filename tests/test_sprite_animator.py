@@ -223,6 +223,9 @@ def test_a_level_swap_trains_a_track_in_another_adverbs_manner_at_its_level_with
     kept = swapped[apart]
     assert int(kept["motion_level"]) == 2 and torch.equal(kept["rgba"], sprites.rgba[apart])
     assert int(SpriteShots(sprites, s_a, levels, 0, other_levels, swap_share=0.0)[0]["motion_level"]) == 2
+    # another manner that reads the shot's own level is never swapped in: one input, one manner to draw
+    same = SpriteShots(sprites, s_a, levels, 0, torch.full((len(rows),), 2), swap_share=1.0)[0]
+    assert int(same["motion_level"]) == 2 and torch.equal(same["rgba"], sprites.rgba[0])
     with pytest.raises(ValueError, match="another manner"):
         SpriteShots(dataclasses.replace(sprites, other=None), s_a, levels, 0, other_levels, swap_share=0.5)
 

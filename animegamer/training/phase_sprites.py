@@ -199,13 +199,17 @@ class SpriteShots(torch.utils.data.Dataset):
     A share ``swap_share`` of the items are the track in another adverb's manner (``sprites.other``) at the level
     it reads (``other_levels``, 0: never swapped), with the shot's own s_a: with s_a and level always agreeing,
     the network took the amount of motion from s_a and hardly read the level (docs/layers.md, "The animator
-    learns to read the level")."""
+    learns to read the level"). A track in another manner that reads the shot's own level is never swapped in:
+    asked its own s_a at its own level, the network was shown two manners (two tempos) for one input and drew
+    their mean, a smaller swing (docs/layers.md, "The level swap's own level")."""
 
     def __init__(self, sprites: SpriteTensors, s_a: torch.Tensor, levels: torch.Tensor, seed: int = 0,
                  other_levels: torch.Tensor | None = None, swap_share: float = 0.0) -> None:
         if swap_share > 0 and (sprites.other is None or other_levels is None):
             raise ValueError("a level swap needs the tracks in another manner and their levels")
         self.sprites, self.s_a, self.levels = sprites, s_a, levels
+        if other_levels is not None:
+            other_levels = torch.where(other_levels == levels, torch.zeros_like(other_levels), other_levels)
         self.other_levels, self.swap_share = other_levels, swap_share
         self.looks = look_groups(sprites.standing)
         self.group_of = [np.empty(0, np.int64)] * len(sprites.role)
@@ -285,7 +289,9 @@ def run(args: argparse.Namespace) -> int:
     other_levels = None
     if net_cfg.level_swap_share > 0:
         other_levels = played_levels(shots.rows, sprites, stage, cfg.progress, args.render_workers, other=True)
-        asked = other_levels[other_levels > 0]
+        print(f"[sprites] {float((other_levels == levels).float().mean()):.3f} of the tracks in another manner read "
+              "the shot's own level: never swapped in")
+        asked = other_levels[(other_levels > 0) & (other_levels != levels)]
         print(f"[sprites] tracks in another manner: {len(asked)} shots readable, levels "
               f"{torch.bincount(asked, minlength=6)[1:].tolist()}; {net_cfg.level_swap_share:.2f} of items swapped")
     data = SpriteShots(sprites, s_a, levels, cfg.seed, other_levels, net_cfg.level_swap_share)
