@@ -289,12 +289,11 @@ def run(args: argparse.Namespace) -> int:
     other_levels = None
     if net_cfg.level_swap_share > 0:
         other_levels = played_levels(shots.rows, sprites, stage, cfg.progress, args.render_workers, other=True)
-        print(f"[sprites] {float((other_levels == levels).float().mean()):.3f} of the tracks in another manner read "
-              "the shot's own level: never swapped in")
-        asked = other_levels[(other_levels > 0) & (other_levels != levels)]
-        print(f"[sprites] tracks in another manner: {len(asked)} shots readable, levels "
-              f"{torch.bincount(asked, minlength=6)[1:].tolist()}; {net_cfg.level_swap_share:.2f} of items swapped")
     data = SpriteShots(sprites, s_a, levels, cfg.seed, other_levels, net_cfg.level_swap_share)
+    if data.other_levels is not None:  # what SpriteShots swaps in: readable, at another level than the shot's own
+        asked = data.other_levels[data.other_levels > 0]
+        print(f"[sprites] tracks in another manner: {len(asked)} shots readable at another level than their own, "
+              f"levels {torch.bincount(asked, minlength=6)[1:].tolist()}; {net_cfg.level_swap_share:.2f} of items swapped")
     print(f"[sprites] {len(data.looks)} character looks, {len(sprites.role) / len(data.looks):.1f} tracks each: a "
           f"scene that goes on is trained from another track of the same look")
     result = train(module, data, collate, cfg, args.out, resume=args.resume)
