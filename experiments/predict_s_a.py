@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from animegamer.core.checkpoint import save_json_atomic
 from animegamer.engine.data import load_sessions
 from animegamer.engine.model import load_engine
 from animegamer.game.session import DEFAULT_WEIGHTS
@@ -43,7 +44,7 @@ def main() -> None:
     report = {k: {"turns": len(v), "cosine": float(np.mean([c for c, _ in v])),
                   "relative_error": float(np.mean([e for _, e in v]))} for k, v in sorted(by_turn.items())}
     print(json.dumps(report, indent=1))
-    (out / "s_a_error_by_turn.json").write_text(json.dumps(report, indent=1))
+    save_json_atomic(report, out / "s_a_error_by_turn.json")
 
 
 if __name__ == "__main__":
