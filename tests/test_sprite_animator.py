@@ -14,6 +14,8 @@ from safetensors.numpy import save as save_np
 from animegamer.cli import main as cli_main
 from animegamer.decoder.layered import (
     apart,
+    ink_span,
+    step_aside,
     EDGE,
     FOLLOW,
     LayeredScene,
@@ -551,6 +553,15 @@ def test_an_animator_that_draws_frame_0_draws_a_scene_that_starts_in_the_verbs_p
     goes_on, _ = draw_turn(animator, stage, waving, ["Qiqi"], s_a, 3, refs, verb="wave")
     assert np.array_equal(goes_on[0], scene_frame(stage, scene))  # frame 0: the scene as the player saw it
     assert not np.array_equal(starts[0], goes_on[0]) and np.array_equal(starts[0], starts[1])  # drawn, white
+    pair = start_scene(stage, "meadow", "day", ["Qiqi", "Ren"], stage.sprites, pair=False)
+    under = replace(pair, actors=[replace(pair.actors[0], verb="hug"), replace(pair.actors[1], x=pair.actors[0].x,
+                                                                                  verb="hug")])
+    refs["Ren"] = cutout_canvas(stage.sprites["Ren"], stage.standing * 40)
+    _, cut = draw_turn(animator, stage, under, ["Qiqi"], s_a, 3, refs, verb="wave")  # a new shot: Ren steps aside
+    assert abs(cut.actors[0].x - cut.actors[1].x) >= 8
+    _, kept = draw_turn(animator, stage, replace(under, actors=[replace(under.actors[0], verb="wave"),
+                                                                under.actors[1]]), ["Qiqi"], s_a, 3, refs, verb="wave")
+    assert {a.name: a.x for a in kept.actors}["Ren"] == under.actors[1].x  # a shot that goes on moves no one
 
 
 def test_two_who_do_a_verb_of_one_each_do_it_apart_and_a_pair_acts_as_subject_and_partner(monkeypatch):
@@ -722,6 +733,31 @@ def test_two_who_each_lie_down_are_drawn_side_by_side_not_one_over_the_other():
     assert all(np.array_equal(x, y) for x, y in zip(apart(xs, [standing, standing], 10.0, 300.0), xs))
     a, b = apart([np.full(t, 20.0), np.full(t, 30.0)], [lying, lying], 10.0, 300.0)  # by the place's left end
     assert a[0] - 25 >= 10.0 and b[0] - a[0] >= 50
+    head_left = np.zeros((t, h, w, 4), np.float32)  # a body lying from its feet to the left, as a sleeper does
+    head_left[:, 60:70, w // 2 - 30:w // 2, 3] = 1.0
+    a, b = apart([np.full(t, 40.0), np.full(t, 60.0)], [head_left, head_left], 0.0, 100.0)  # a view 100 wide
+    left, right = a[0] - 30, b[0]  # the group's ink
+    assert left >= 0.0 and right <= 100.0 and b[0] - a[0] >= 30  # both in the view, side by side
+    assert np.isclose((left + right) / 2, 50.0)  # the ink's middle where the feet's was
+    a, b = apart([np.full(t, 40.0), np.full(t, 60.0)], [head_left, head_left], 0.0, 50.0)  # no room: centred
+    assert np.isclose((a[0] - 30 + b[0]) / 2, 25.0)
+
+
+def test_who_holds_still_steps_clear_of_who_acts_at_a_new_shot():
+    """step_aside: a bystander whose ink would lie under the actors' (after a hug, the one who reads next stood on
+    the other) moves just clear of them, to the side it stood on, the next one beside it; one clear already, or
+    with no room on either side, stays where it is. ink_span: the columns the actors cover over the turn."""
+    t, h, w = 3, SPRITE_H, SPRITE_W
+    body = np.zeros((t, h, w, 4), np.float32)
+    body[:, 20:70, w // 2 - 10:w // 2 + 10, 3] = 1.0  # ink 10 px either side of the feet
+    assert ink_span([np.array([100.0, 105, 110])], [body]) == (90.0, 120.0)
+    span, reach = (90.0, 120.0), (-10.0, 10.0)
+    a, b, c = step_aside(span, [98.0, 112.0, 200.0], [reach] * 3, 0.0, 400.0)
+    assert a + 10 <= 90 - 2 and b - 10 >= 120 + 2 and c == 200.0  # each to its own side; the far one stays
+    a, b = step_aside(span, [100.0, 101.0], [reach] * 2, 0.0, 400.0)  # both left of the middle: side by side
+    assert max(a, b) + 10 <= 90 - 2 and abs(a - b) >= 20 + 2 - 1e-6
+    assert step_aside(span, [100.0], [reach], 95.0, 105.0) == [100.0]  # no room in the place: it stays
+    assert step_aside(span, [100.0], [(0.0, 0.0)], 0.0, 400.0) == [100.0]  # no ink: nothing to clear
 
 
 def test_a_pair_starts_at_its_verbs_gap_and_play_shows_the_true_tracks_at_their_level():

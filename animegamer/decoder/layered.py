@@ -10,9 +10,10 @@ sprite, where its feet ended and what it did: one who goes on with the same verb
 last turn) is drawn from its reference cut-out, already in the verb's pose at frame 0, where it stands, as every
 world shot of a verb starts in its pose: the world's films hold no move from one verb's pose into another's to
 learn, and from the last pose of another verb the evaluator named the new one far less often (docs/layers.md, "A
-scene that goes on"). Who does not act holds its pose (one who sat down stays sitting). A turn that starts a verb
-is a new shot, framed as the world frames one: who acts in the middle of the view (``framed``); one that goes on
-keeps the camera. Nothing here calls the world's renderer.
+scene that goes on"). Who does not act holds its pose (one who sat down stays sitting); at a new shot, one who
+would stand under who acts steps clear of them (``step_aside``). A turn that starts a verb is a new shot, framed
+as the world frames one: who acts in the middle of the view (``framed``); one that goes on keeps the camera.
+Nothing here calls the world's renderer.
 
 The animator draws facing the way the world's tracks face (alone or the subject of a pair: right; a pair's
 partner: left); a character facing the other way is mirrored in and its drawing mirrored back. A character whose
@@ -283,9 +284,21 @@ def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, actin
                                 float(xs[-1]), actor.facing, "" if verb is None else verb, float(lift[-1])))
     if start == 0 and not pair and len(acts) > 1:  # each drawn afresh, frame 0 too: nothing shown moves
         who = [i for i, a in enumerate(scene.actors) if a.name in acts]
-        for i, x in zip(who, apart([feet[i][:, 0] for i in who], [sprites[i] for i in who], lo, hi)):
+        # their ink stays in the view the turn is shot in (a fresh turn without a traveller keeps its camera), so
+        # neither lies half out of the picture
+        inks = max(lo, scene.camera + MARGIN_PX), min(hi, scene.camera + w - MARGIN_PX)
+        for i, x in zip(who, apart([feet[i][:, 0] for i in who], [sprites[i] for i in who], *inks)):
             feet[i][:, 0] = x
             after[i] = replace(after[i], x=float(x[-1]))
+    still = [i for i, a in enumerate(scene.actors) if a.name not in acts]
+    if start == 0 and still:  # a new shot (a cut): who holds still stands clear of who acts, not under them
+        who = [i for i, a in enumerate(scene.actors) if a.name in acts]
+        span = ink_span([feet[i][:, 0] for i in who], [sprites[i] for i in who])
+        moved = step_aside(span, [float(feet[i][0, 0]) for i in still], [ink_reach(sprites[i]) for i in still],
+                           lo, hi)
+        for i, x in zip(still, moved):
+            feet[i][:, 0] = x
+            after[i] = replace(after[i], x=x)
     camera = np.full(t, scene.camera)
     if acting:
         lead = feet[[a.name for a in scene.actors].index(acting[0])][:, 0]
@@ -305,24 +318,75 @@ def apart(xs: list[np.ndarray], sprites: list[np.ndarray], lo: float, hi: float)
     does not cover the other's: two who lie down or read side by side, wider than the stage's standing spacing, are
     drawn next to each other, not one over the other (the world draws a verb of one alone, so its films say nothing
     of how far apart two stand). Poses only, not the way they travel: two who run together stay abreast as they
-    stood. Each keeps its order and its own motion; the group keeps its middle and stays within [lo, hi]."""
+    stood. Each keeps its order and its own motion; the group's ink keeps the middle their feet stood about (a
+    lying body reaches far to one side of its feet: centred on the feet, two sleepers at the stage's spacing put one
+    head out of the view) and stays within [lo, hi] (the view where it fits there, else centred on it)."""
     if len(xs) < 2:
         return xs
-    reach = []  # how far each one's ink reaches left and right of its feet, in any frame of the turn
-    for drawn in sprites:
-        cols = np.nonzero(drawn[..., 3].max(axis=(0, 1)) > INK)[0] - SPRITE_W / 2
-        reach.append((float(cols.min()), float(cols.max() + 1)) if len(cols) else (0.0, 0.0))
+    reach = [ink_reach(drawn) for drawn in sprites]
     order = np.argsort([x[0] for x in xs], kind="stable")
     start = [float(xs[i][0]) for i in order]
     for j in range(1, len(order)):  # each at least its reach right of the one before
         start[j] = max(start[j], start[j - 1] + reach[order[j - 1]][1] - reach[order[j]][0] + MARGIN_PX)
-    shift = float(np.mean([x[0] for x in xs]) - np.mean(start))  # the group keeps its middle
-    start = [s + shift for s in start]
     low, high = start[0] + reach[order[0]][0], start[-1] + reach[order[-1]][1]
-    inside = float(np.clip(0.0, lo - low, max(lo - low, hi - high)))  # keep the group in the place
+    middle = float(np.mean([x[0] for x in xs]))
+    shift = middle - (low + high) / 2  # the ink's middle where the feet's was
+    if high - low > hi - lo:  # wider than the room: centred on it
+        shift = (lo + hi) / 2 - (low + high) / 2
+    else:
+        shift = float(np.clip(shift, lo - low, hi - high))
     out = list(xs)
     for i, s0 in zip(order, start):
-        out[i] = xs[i] + (s0 + inside - xs[i][0])
+        out[i] = xs[i] + (s0 + shift - xs[i][0])
+    return out
+
+
+def ink_reach(sprites: np.ndarray) -> tuple[float, float]:
+    """How far a character's ink (coverage over INK) reaches left and right of its feet, in pixels, in any of
+    ``sprites`` (T, SPRITE_H, SPRITE_W, 4) in [0, 1]; (0, 0) where it has none."""
+    cols = np.nonzero(sprites[..., 3].max(axis=(0, 1)) > INK)[0] - SPRITE_W / 2
+    return (float(cols.min()), float(cols.max() + 1)) if len(cols) else (0.0, 0.0)
+
+
+def ink_span(xs: list[np.ndarray], sprites: list[np.ndarray]) -> tuple[float, float]:
+    """The columns characters' ink covers over a turn (feet ``xs`` (T,), ``sprites`` (T, SPRITE_H, SPRITE_W, 4))."""
+    lows, highs = [], []
+    for x, drawn in zip(xs, sprites):
+        for k in range(len(x)):
+            left, right = ink_reach(drawn[k:k + 1])
+            if right > left:
+                lows.append(float(x[k]) + left)
+                highs.append(float(x[k]) + right)
+    return (min(lows), max(highs)) if lows else (0.0, 0.0)
+
+
+def step_aside(span: tuple[float, float], xs: list[float], reaches: list[tuple[float, float]], lo: float,
+               hi: float) -> list[float]:
+    """Feet columns of characters who hold still while others act over ``span`` (their ink's columns), each
+    whose ink (``reaches``: left and right of its feet) would overlap it or one moved before it, moved just clear
+    of it: to the side its middle is on, next to any moved there before; the other side where that would take its
+    feet out of [lo, hi] (the place, less its edge); left where it is when neither side has room. Who is clear
+    already stays. The world draws a verb of one alone: left where it stood, a bystander after a hug stood under the
+    one who acts next, and the shot showed neither clearly."""
+    if span[1] <= span[0]:
+        return list(xs)
+    out = list(xs)
+    left_edge, right_edge = span[0] - MARGIN_PX, span[1] + MARGIN_PX  # what is taken so far, margins included
+    middle = (span[0] + span[1]) / 2
+    for i in sorted(range(len(xs)), key=lambda k: abs(xs[k] + sum(reaches[k]) / 2 - middle)):
+        x, (r0, r1) = xs[i], reaches[i]
+        if r1 <= r0 or x + r1 <= left_edge or x + r0 >= right_edge:
+            continue  # no ink, or clear of everyone who acts and of everyone moved
+        to_left, to_right = left_edge - r1, right_edge - r0
+        sides = [to_left, to_right] if x + (r0 + r1) / 2 < middle else [to_right, to_left]
+        room = [s for s in sides if lo <= s <= hi]
+        if not room:
+            continue
+        out[i] = room[0]
+        if room[0] == to_left:
+            left_edge = to_left + r0 - MARGIN_PX
+        else:
+            right_edge = to_right + r1 + MARGIN_PX
     return out
 
 
