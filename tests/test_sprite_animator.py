@@ -741,6 +741,11 @@ def test_two_who_each_lie_down_are_drawn_side_by_side_not_one_over_the_other():
     assert np.isclose((left + right) / 2, 50.0)  # the ink's middle where the feet's was
     a, b = apart([np.full(t, 40.0), np.full(t, 60.0)], [head_left, head_left], 0.0, 50.0)  # no room: centred
     assert np.isclose((a[0] - 30 + b[0]) / 2, 25.0)
+    leaning = np.zeros((t, h, w, 4), np.float32)  # 10 px wide, leaning 5 px further right each frame (a jump)
+    for k in range(t):
+        leaning[k, 20:70, w // 2 - 5 + 5 * k:w // 2 + 5 + 5 * k, 3] = 1.0
+    a, b = apart([np.full(t, 50.0), np.full(t, 51.0)], [leaning, leaning], 0.0, 300.0)
+    assert np.isclose(b[0] - a[0], 10 + 2)  # apart by a frame's pose, not by the whole turn's lean (32)
 
 
 def test_who_holds_still_steps_clear_of_who_acts_at_a_new_shot():

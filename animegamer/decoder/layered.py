@@ -314,21 +314,28 @@ def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, actin
 
 
 def apart(xs: list[np.ndarray], sprites: list[np.ndarray], lo: float, hi: float) -> list[np.ndarray]:
-    """Feet columns (T,) of characters who each do a verb of one, pushed apart so that the widest pose of one
-    does not cover the other's: two who lie down or read side by side, wider than the stage's standing spacing, are
-    drawn next to each other, not one over the other (the world draws a verb of one alone, so its films say nothing
-    of how far apart two stand). Poses only, not the way they travel: two who run together stay abreast as they
-    stood. Each keeps its order and its own motion; the group's ink keeps the middle their feet stood about (a
-    lying body reaches far to one side of its feet: centred on the feet, two sleepers at the stage's spacing put one
-    head out of the view) and stays within [lo, hi] (the view where it fits there, else centred on it)."""
+    """Feet columns (T,) of characters who each do a verb of one, pushed apart so that no pose of one covers the
+    other's pose of the same frame: two who lie down or read side by side, wider than the stage's standing spacing,
+    are drawn next to each other, not one over the other (the world draws a verb of one alone, so its films say
+    nothing of how far apart two stand). Frame by frame, not the union of a turn's poses: three who jump each lean
+    ~20 px over the turn, and spaced by the union of their leans the three were wider than the view and the outer
+    ones cut by its edges. Poses only, not the way they travel: two who run together stay abreast as they stood.
+    Each keeps its order and its own motion; the group's ink keeps the middle their feet stood about (a lying body
+    reaches far to one side of its feet: centred on the feet, two sleepers at the stage's spacing put one head out
+    of the view) and stays within [lo, hi] (the view where it fits there, else centred on it)."""
     if len(xs) < 2:
         return xs
-    reach = [ink_reach(drawn) for drawn in sprites]
+    reach = [frame_reach(drawn) for drawn in sprites]  # (T, 2) each: left and right of the feet, NaN without ink
     order = np.argsort([x[0] for x in xs], kind="stable")
     start = [float(xs[i][0]) for i in order]
-    for j in range(1, len(order)):  # each at least its reach right of the one before
-        start[j] = max(start[j], start[j - 1] + reach[order[j - 1]][1] - reach[order[j]][0] + MARGIN_PX)
-    low, high = start[0] + reach[order[0]][0], start[-1] + reach[order[-1]][1]
+    for j in range(1, len(order)):  # right of everyone before it, in every frame
+        for i in range(j):
+            need = reach[order[i]][:, 1] - reach[order[j]][:, 0]
+            if np.isfinite(need).any():
+                start[j] = max(start[j], start[i] + float(np.nanmax(need)) + MARGIN_PX)
+    lows = [s0 + np.nanmin(reach[k][:, 0]) for s0, k in zip(start, order) if np.isfinite(reach[k]).any()]
+    highs = [s0 + np.nanmax(reach[k][:, 1]) for s0, k in zip(start, order) if np.isfinite(reach[k]).any()]
+    low, high = (min(lows), max(highs)) if lows else (start[0], start[-1])
     middle = float(np.mean([x[0] for x in xs]))
     shift = middle - (low + high) / 2  # the ink's middle where the feet's was
     if high - low > hi - lo:  # wider than the room: centred on it
@@ -341,6 +348,17 @@ def apart(xs: list[np.ndarray], sprites: list[np.ndarray], lo: float, hi: float)
     return out
 
 
+def frame_reach(sprites: np.ndarray) -> np.ndarray:
+    """(T, 2): how far a character's ink reaches left and right of its feet in each of ``sprites`` (T, SPRITE_H,
+    SPRITE_W, 4) in [0, 1], in pixels; NaN in a frame without ink."""
+    out = np.full((len(sprites), 2), np.nan)
+    for k, frame in enumerate(sprites):
+        cols = np.nonzero(frame[..., 3].max(axis=0) > INK)[0] - SPRITE_W / 2
+        if len(cols):
+            out[k] = cols.min(), cols.max() + 1
+    return out
+
+
 def ink_reach(sprites: np.ndarray) -> tuple[float, float]:
     """How far a character's ink (coverage over INK) reaches left and right of its feet, in pixels, in any of
     ``sprites`` (T, SPRITE_H, SPRITE_W, 4) in [0, 1]; (0, 0) where it has none."""
@@ -350,14 +368,11 @@ def ink_reach(sprites: np.ndarray) -> tuple[float, float]:
 
 def ink_span(xs: list[np.ndarray], sprites: list[np.ndarray]) -> tuple[float, float]:
     """The columns characters' ink covers over a turn (feet ``xs`` (T,), ``sprites`` (T, SPRITE_H, SPRITE_W, 4))."""
-    lows, highs = [], []
-    for x, drawn in zip(xs, sprites):
-        for k in range(len(x)):
-            left, right = ink_reach(drawn[k:k + 1])
-            if right > left:
-                lows.append(float(x[k]) + left)
-                highs.append(float(x[k]) + right)
-    return (min(lows), max(highs)) if lows else (0.0, 0.0)
+    spans = [np.asarray(x, float)[:, None] + frame_reach(drawn) for x, drawn in zip(xs, sprites)]
+    spans = [sp[np.isfinite(sp[:, 0])] for sp in spans]
+    spans = [sp for sp in spans if len(sp)]
+    return (float(min(sp[:, 0].min() for sp in spans)), float(max(sp[:, 1].max() for sp in spans))) if spans \
+        else (0.0, 0.0)
 
 
 def step_aside(span: tuple[float, float], xs: list[float], reaches: list[tuple[float, float]], lo: float,
