@@ -282,20 +282,19 @@ def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, actin
         feet.append(np.stack([xs, ground - lift], axis=1))
         after.append(ActorLayer(actor.name, np.clip((drawn[-1] * 255).round(), 0, 255).astype(np.uint8),
                                 float(xs[-1]), actor.facing, "" if verb is None else verb, float(lift[-1])))
+    who = [i for i, a in enumerate(scene.actors) if a.name in acts]
+    still = [i for i, a in enumerate(scene.actors) if a.name not in acts]
     if start == 0 and not pair and len(acts) > 1:  # each drawn afresh, frame 0 too: nothing shown moves
-        who = [i for i, a in enumerate(scene.actors) if a.name in acts]
         # their ink stays in the view the turn is shot in (a fresh turn without a traveller keeps its camera), so
         # neither lies half out of the picture
         inks = max(lo, scene.camera + MARGIN_PX), min(hi, scene.camera + w - MARGIN_PX)
         for i, x in zip(who, apart([feet[i][:, 0] for i in who], [sprites[i] for i in who], *inks)):
             feet[i][:, 0] = x
             after[i] = replace(after[i], x=float(x[-1]))
-    still = [i for i, a in enumerate(scene.actors) if a.name not in acts]
     if start == 0 and still:  # a new shot (a cut): who holds still stands clear of who acts, not under them
-        who = [i for i, a in enumerate(scene.actors) if a.name in acts]
         span = ink_span([feet[i][:, 0] for i in who], [sprites[i] for i in who])
-        moved = step_aside(span, [float(feet[i][0, 0]) for i in still], [ink_reach(sprites[i]) for i in still],
-                           lo, hi)
+        moved = step_aside(span, [float(feet[i][0, 0]) for i in still],
+                           [tuple(frame_reach(sprites[i][:1])[0]) for i in still], lo, hi)  # held: one pose
         for i, x in zip(still, moved):
             feet[i][:, 0] = x
             after[i] = replace(after[i], x=x)
@@ -359,26 +358,19 @@ def frame_reach(sprites: np.ndarray) -> np.ndarray:
     return out
 
 
-def ink_reach(sprites: np.ndarray) -> tuple[float, float]:
-    """How far a character's ink (coverage over INK) reaches left and right of its feet, in pixels, in any of
-    ``sprites`` (T, SPRITE_H, SPRITE_W, 4) in [0, 1]; (0, 0) where it has none."""
-    cols = np.nonzero(sprites[..., 3].max(axis=(0, 1)) > INK)[0] - SPRITE_W / 2
-    return (float(cols.min()), float(cols.max() + 1)) if len(cols) else (0.0, 0.0)
-
-
 def ink_span(xs: list[np.ndarray], sprites: list[np.ndarray]) -> tuple[float, float]:
-    """The columns characters' ink covers over a turn (feet ``xs`` (T,), ``sprites`` (T, SPRITE_H, SPRITE_W, 4))."""
-    spans = [np.asarray(x, float)[:, None] + frame_reach(drawn) for x, drawn in zip(xs, sprites)]
-    spans = [sp[np.isfinite(sp[:, 0])] for sp in spans]
-    spans = [sp for sp in spans if len(sp)]
-    return (float(min(sp[:, 0].min() for sp in spans)), float(max(sp[:, 1].max() for sp in spans))) if spans \
-        else (0.0, 0.0)
+    """The columns characters' ink covers over a turn (feet ``xs`` (T,), ``sprites`` (T, SPRITE_H, SPRITE_W, 4));
+    (0, 0) where none has ink."""
+    spans = np.concatenate([np.asarray(x, float)[:, None] + frame_reach(drawn) for x, drawn in zip(xs, sprites)])
+    if not np.isfinite(spans).any():
+        return 0.0, 0.0
+    return float(np.nanmin(spans[:, 0])), float(np.nanmax(spans[:, 1]))
 
 
 def step_aside(span: tuple[float, float], xs: list[float], reaches: list[tuple[float, float]], lo: float,
                hi: float) -> list[float]:
     """Feet columns of characters who hold still while others act over ``span`` (their ink's columns), each
-    whose ink (``reaches``: left and right of its feet) would overlap it or one moved before it, moved just clear
+    whose ink (``reaches``: left and right of its feet, NaN without ink) would overlap it or one moved before it, moved just clear
     of it: to the side its middle is on, next to any moved there before; the other side where that would take its
     feet out of [lo, hi] (the place, less its edge); left where it is when neither side has room. Who is clear
     already stays. The world draws a verb of one alone: left where it stood, a bystander after a hug stood under the
@@ -390,7 +382,7 @@ def step_aside(span: tuple[float, float], xs: list[float], reaches: list[tuple[f
     middle = (span[0] + span[1]) / 2
     for i in sorted(range(len(xs)), key=lambda k: abs(xs[k] + sum(reaches[k]) / 2 - middle)):
         x, (r0, r1) = xs[i], reaches[i]
-        if r1 <= r0 or x + r1 <= left_edge or x + r0 >= right_edge:
+        if not r1 > r0 or x + r1 <= left_edge or x + r0 >= right_edge:
             continue  # no ink, or clear of everyone who acts and of everyone moved
         to_left, to_right = left_edge - r1, right_edge - r0
         sides = [to_left, to_right] if x + (r0 + r1) / 2 < middle else [to_right, to_left]
