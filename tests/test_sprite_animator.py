@@ -14,6 +14,7 @@ from safetensors.numpy import save as save_np
 from animegamer.cli import main as cli_main
 from animegamer.decoder.layered import (
     apart,
+    frame_reach,
     ink_span,
     step_aside,
     EDGE,
@@ -462,7 +463,8 @@ def test_a_turn_draws_who_acts_holds_the_others_and_goes_on_from_its_last_frame(
     assert not np.array_equal(frames[-1], frames[0])
     assert after.names() == ["Ren", "Qiqi"]  # who acted is pasted over who held still, and stays so
     ren0, ren1 = scene.actors[1], after.actors[0]
-    assert np.array_equal(ren0.sprite, ren1.sprite) and ren0.x == ren1.x and ren1.verb is None  # Ren did not act
+    # Ren did not act: the same pose (at a new shot he may step clear of her, step_aside's test)
+    assert np.array_equal(ren0.sprite, ren1.sprite) and ren1.verb is None
     assert not np.array_equal(after.actors[1].sprite, scene.actors[0].sprite)  # Qiqi keeps her last drawn pose
     assert after.actors[1].verb == "dance" and EDGE * 60 <= after.actors[1].x <= (1 - EDGE) * 60
     frames2, _ = draw_turn(animator, stage, after, ["Qiqi"], s_a, 3, refs, verb="dance")
@@ -587,11 +589,14 @@ def test_two_who_do_a_verb_of_one_each_do_it_apart_and_a_pair_acts_as_subject_an
     monkeypatch.setattr(animator, "draw", record)
     s_a = torch.zeros(3, animator.config.cond_dim)
     refs = {n: cutout_canvas(stage.sprites[n], stage.standing * 40) for n in ("Qiqi", "Ren")}
+    assert [a.facing for a in apart.actors] == [1, -1]  # the stage turns the right-hand one to the other
     _, after = draw_turn(animator, stage, apart, ["Qiqi", "Ren"], s_a, 3, refs, verb="dance")
     assert sorted(sum(seen, [])) == [0, 0]
+    assert [a.facing for a in after.actors] == [1, 1]  # a group goes one way, as the world draws one
     seen.clear()
-    draw_turn(animator, stage, apart, ["Qiqi", "Ren"], s_a, 3, refs, verb="hug")
+    _, hugged = draw_turn(animator, stage, apart, ["Qiqi", "Ren"], s_a, 3, refs, verb="hug")
     assert sorted(sum(seen, [])) == [1, 2]
+    assert sorted(a.facing for a in hugged.actors) == [-1, 1]  # a pair face to face
 
 
 def test_a_game_in_layers_draws_who_acts_goes_on_from_the_last_frame_and_reopens(tmp_path, monkeypatch):
@@ -683,6 +688,9 @@ def test_the_camera_follows_a_traveller_across_the_wide_place_and_stays_for_the_
     assert np.allclose(follow(x[::-1], 30.0, 144, 432, fresh=True)[-1], x[0] - 144 * (0.5 + FOLLOW))  # going left
     assert np.array_equal(follow(100 + 0.1 * np.arange(17), 50.0, 144, 432), np.full(17, 50.0))  # not travelling
     assert np.array_equal(follow(x, 0.0, 144, 144), np.zeros(17))  # one view wide: nowhere to go
+    group = follow(x, 30.0, 144, 432, fresh=True, keep=(40.0, 170.0))  # three fliers from 40 to 170 at frame 0
+    assert group[0] <= 40.0 - 2 and group[0] + 144 >= 170.0 + 2  # all in the picture, not one left behind
+    assert np.isclose(follow(x, 30.0, 144, 432, fresh=True, keep=(20.0, 200.0))[0], 110.0 - 72)  # too wide: centred
     stuck = follow(400 + 6.0 * np.arange(17), 250.0, 144, 432)
     assert stuck.max() == 432 - 144  # the place ends: the camera stops, the runner goes on to its edge
     wide = np.tile(np.arange(90, dtype=np.uint8)[None, :, None], (20, 1, 4))
@@ -746,6 +754,20 @@ def test_two_who_each_lie_down_are_drawn_side_by_side_not_one_over_the_other():
         leaning[k, 20:70, w // 2 - 5 + 5 * k:w // 2 + 5 + 5 * k, 3] = 1.0
     a, b = apart([np.full(t, 50.0), np.full(t, 51.0)], [leaning, leaning], 0.0, 300.0)
     assert np.isclose(b[0] - a[0], 10 + 2)  # apart by a frame's pose, not by the whole turn's lean (32)
+    a, b = apart(xs, [standing, standing], 10.0, 300.0, least=53.0)  # as far apart as the world stands a group
+    assert np.isclose(b[0] - a[0], 53.0) and np.isclose((a[0] + b[0]) / 2, 110.0) and np.allclose(b - b[0], xs[1] - 120)
+
+
+def test_a_characters_ink_is_its_body_and_its_marks_not_a_smudge_at_the_canvas_edge():
+    t, h, w = 2, SPRITE_H, SPRITE_W
+    s = np.zeros((t, h, w, 4), np.float32)
+    s[:, 40:66, w // 2 - 30:w // 2 + 15, 3] = 1.0  # a body lying from 30 px left of its feet to 15 right
+    s[:, 30:34, w // 2 + 18:w // 2 + 21, 3] = 1.0  # a mark 3 px beside it (a note, a laugh line)
+    s[1, 48:54, w - 6:w - 1, 3] = 0.8  # frame 1: a smudge 19 px clear of the body, by the canvas's edge
+    s[1, 10:12, 0:2, 3] = 0.3  # and a faint speck
+    reach = frame_reach(s)
+    assert reach.tolist() == [[-30.0, 21.0], [-30.0, 21.0]]
+    assert np.isnan(frame_reach(np.zeros((1, h, w, 4), np.float32))).all()
 
 
 def test_who_holds_still_steps_clear_of_who_acts_at_a_new_shot():

@@ -18,6 +18,8 @@ Nothing here calls the world's renderer.
 The animator draws facing the way the world's tracks face (alone or the subject of a pair: right; a pair's
 partner: left); a character facing the other way is mirrored in and its drawing mirrored back. A character whose
 travel would take it out of the view turns round first, as the world's travellers head for the side with room.
+Several who start a verb of one together are a group, as the world draws one: they face the way the first of them
+goes, stand at least the world's group spacing apart (``apart``) and the camera frames their middle.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import json
 from dataclasses import dataclass, field, replace
 from functools import cache
 
+import cv2
 import numpy as np
 import torch
 from safetensors import SafetensorError
@@ -35,13 +38,14 @@ from animegamer.decoder.layers import cutout_canvas, layered_shot
 from animegamer.decoder.sprite_animator import SpriteAnimator, to_unit
 from animegamer.decoder.stage import PlaceView, Sprite, Stage, positions
 from animegamer.world.motion_catalog import load_motions
-from animegamer.world.sprite_tracks import SPRITE_H, SPRITE_W, pair_gap_px
+from animegamer.world.sprite_tracks import FRAME_H, GROUP_GAP_PX, SPRITE_H, SPRITE_W, pair_gap_px
 
 EDGE = 0.08  # a character's feet stay this far (a share of the view's width) from the place's ends
 TRAVELS_PX = 4.0  # a character whose feet move this far in a turn is followed by the camera
 FOLLOW = 0.15  # a new shot's traveller starts this share of the width behind the view's middle (room ahead)
-INK = 0.25  # a sprite's coverage from which a pixel counts as the character's (apart: who covers whom)
+INK = 0.5  # a sprite's coverage from which a pixel counts as the character's (apart: who covers whom)
 MARGIN_PX = 2.0  # the least gap apart leaves between two characters' ink
+MARK_GAP_PX = 6  # a blot this near a character's body is its own (a verb's marks: notes, laugh lines), not a smudge
 MAX_ACTORS = 64  # a saved scene holds at most this many characters (a game's most)
 MAX_LIFT_PX = 1000.0  # a saved character's lift is a height in the picture, not anything a blob says
 MAX_LAYERS_BYTES = MAX_ACTORS * SPRITE_H * SPRITE_W * 4 + 64 * 1024  # a saved scene's blob: its sprites and header
@@ -258,37 +262,50 @@ def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, actin
     lo, hi = EDGE * w, width - EDGE * w
     acts = {name: role for name, role in zip(acting, roles(len(acting), pair))}
     start = 0 if fresh and animator.config.first_frame else 1
-    sprites, feet, after = [], [], []
-    for actor in scene.actors:
+    n = len(scene.actors)
+    sprites, feet, after = [None] * n, [None] * n, list(scene.actors)
+    for k, actor in enumerate(scene.actors):
         if actor.name not in acts:
-            sprites.append(np.repeat(actor.sprite[None] / 255.0, t, 0))
-            feet.append(np.tile([actor.x, ground - actor.lift], (t, 1)))
-            after.append(actor)
-            continue
+            sprites[k] = np.repeat(actor.sprite[None] / 255.0, t, 0)
+            feet[k] = np.tile([actor.x, ground - actor.lift], (t, 1))
+    # several who start a verb of one together go the way the first of them goes, as the world draws a group
+    # (``world/shot.render_turn``: one facing, side by side); turned towards one another as the stage stands them,
+    # two walkers crossed and one hid the other, two fallers fell head to head, two sleepers lay wider than the view
+    # (docs/layers.md, "A group faces one way")
+    group = fresh and not pair and len(acts) > 1
+    lead_facing = None  # the group's way, once its lead has chosen it
+    for k in sorted((k for k, a in enumerate(scene.actors) if a.name in acts), key=lambda k: scene.actors[k].name
+                    != acting[0]):  # the lead first: the others go its way
+        actor = scene.actors[k]
         role = acts[actor.name]
         ref = references[actor.name]
+        if group and lead_facing is not None:
+            actor = replace(actor, facing=lead_facing)
         if fresh:  # from the character's clean picture, the way it faces now
             actor = replace(actor, sprite=ref if actor.facing > 0 else ref[:, ::-1].copy())
         drawn, xs, lift = _animate(animator, actor, role, s_a, level, ref, start)
-        if not lo <= xs[-1] <= hi:  # it would leave the view: it turns round and goes the other way
+        if not lo <= xs[-1] <= hi and lead_facing is None:  # it would leave the place: it turns round
             actor = replace(actor, sprite=actor.sprite[:, ::-1].copy(), facing=-actor.facing)
             drawn2, xs2, lift2 = _animate(animator, actor, role, s_a, level, ref, start)
             if abs(np.clip(xs2[-1], lo, hi) - xs2[-1]) < abs(np.clip(xs[-1], lo, hi) - xs[-1]):
                 drawn, xs, lift = drawn2, xs2, lift2
             else:
                 actor = replace(actor, sprite=actor.sprite[:, ::-1].copy(), facing=-actor.facing)
+        if group and lead_facing is None:
+            lead_facing = actor.facing
         xs = np.clip(xs, lo, hi)
-        sprites.append(drawn)
-        feet.append(np.stack([xs, ground - lift], axis=1))
-        after.append(ActorLayer(actor.name, np.clip((drawn[-1] * 255).round(), 0, 255).astype(np.uint8),
-                                float(xs[-1]), actor.facing, "" if verb is None else verb, float(lift[-1])))
+        sprites[k] = drawn
+        feet[k] = np.stack([xs, ground - lift], axis=1)
+        after[k] = ActorLayer(actor.name, np.clip((drawn[-1] * 255).round(), 0, 255).astype(np.uint8),
+                              float(xs[-1]), actor.facing, "" if verb is None else verb, float(lift[-1]))
     who = [i for i, a in enumerate(scene.actors) if a.name in acts]
     still = [i for i, a in enumerate(scene.actors) if a.name not in acts]
     if start == 0 and not pair and len(acts) > 1:  # each drawn afresh, frame 0 too: nothing shown moves
         # their ink stays in the view the turn is shot in (a fresh turn without a traveller keeps its camera), so
         # neither lies half out of the picture
         inks = max(lo, scene.camera + MARGIN_PX), min(hi, scene.camera + w - MARGIN_PX)
-        for i, x in zip(who, apart([feet[i][:, 0] for i in who], [sprites[i] for i in who], *inks)):
+        least = GROUP_GAP_PX * h / FRAME_H  # as the world stands a group
+        for i, x in zip(who, apart([feet[i][:, 0] for i in who], [sprites[i] for i in who], *inks, least=least)):
             feet[i][:, 0] = x
             after[i] = replace(after[i], x=float(x[-1]))
     if start == 0 and still:  # a new shot (a cut): who holds still stands clear of who acts, not under them
@@ -299,9 +316,11 @@ def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, actin
             feet[i][:, 0] = x
             after[i] = replace(after[i], x=x)
     camera = np.full(t, scene.camera)
-    if acting:
-        lead = feet[[a.name for a in scene.actors].index(acting[0])][:, 0]
-        camera = follow(lead, scene.camera, w, width, fresh=start == 0)
+    if acting:  # the camera follows the first who acts, a group by its middle (as the world frames one)
+        lead = (np.mean([feet[i][:, 0] for i in who], axis=0) if not pair and len(who) > 1
+                else feet[[a.name for a in scene.actors].index(acting[0])][:, 0])
+        ink = ink_span([feet[i][:1, 0] for i in who], [sprites[i][:1] for i in who])  # who acts, at frame 0
+        camera = follow(lead, scene.camera, w, width, fresh=start == 0, keep=ink)
     # who acts is pasted over who holds still (the one the turn is about is not hidden behind a bystander); the
     # scene keeps that order, so the next turn's first frame is this turn's last
     order = [i for i, a in enumerate(scene.actors) if a.name not in acts] + \
@@ -312,7 +331,8 @@ def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, actin
     return frames, LayeredScene(scene.place, scene.time, [after[i] for i in order], float(camera[-1]))
 
 
-def apart(xs: list[np.ndarray], sprites: list[np.ndarray], lo: float, hi: float) -> list[np.ndarray]:
+def apart(xs: list[np.ndarray], sprites: list[np.ndarray], lo: float, hi: float, least: float = 0.0
+          ) -> list[np.ndarray]:
     """Feet columns (T,) of characters who each do a verb of one, pushed apart so that no pose of one covers the
     other's pose of the same frame: two who lie down or read side by side, wider than the stage's standing spacing,
     are drawn next to each other, not one over the other (the world draws a verb of one alone, so its films say
@@ -321,13 +341,16 @@ def apart(xs: list[np.ndarray], sprites: list[np.ndarray], lo: float, hi: float)
     ones cut by its edges. Poses only, not the way they travel: two who run together stay abreast as they stood.
     Each keeps its order and its own motion; the group's ink keeps the middle their feet stood about (a lying body
     reaches far to one side of its feet: centred on the feet, two sleepers at the stage's spacing put one head out
-    of the view) and stays within [lo, hi] (the view where it fits there, else centred on it)."""
+    of the view) and stays within [lo, hi] (the view where it fits there, else centred on it). Neighbours' feet
+    stand at least ``least`` apart (the world stands a group ``GROUP_GAP_PX`` apart, 53 px: at the stage's 29, two who
+    stood turning their heads were drawn half over one another, docs/layers.md "A group faces one way")."""
     if len(xs) < 2:
         return xs
     reach = [frame_reach(drawn) for drawn in sprites]  # (T, 2) each: left and right of the feet, NaN without ink
     order = np.argsort([x[0] for x in xs], kind="stable")
     start = [float(xs[i][0]) for i in order]
     for j in range(1, len(order)):  # right of everyone before it, in every frame
+        start[j] = max(start[j], start[j - 1] + least)
         for i in range(j):
             need = reach[order[i]][:, 1] - reach[order[j]][:, 0]
             if np.isfinite(need).any():
@@ -349,12 +372,21 @@ def apart(xs: list[np.ndarray], sprites: list[np.ndarray], lo: float, hi: float)
 
 def frame_reach(sprites: np.ndarray) -> np.ndarray:
     """(T, 2): how far a character's ink reaches left and right of its feet in each of ``sprites`` (T, SPRITE_H,
-    SPRITE_W, 4) in [0, 1], in pixels; NaN in a frame without ink."""
+    SPRITE_W, 4) in [0, 1], in pixels; NaN in a frame without ink. The ink is the body (the largest blot covered
+    at least INK) and what is drawn beside it (a verb's marks, within MARK_GAP_PX of its columns): the animator
+    leaves faint smudges near the canvas's edges now and then (a sleeper's at 30-39 px from its feet, 11 px clear of
+    its body), and counted as ink they spread two sleepers wider than the view (docs/layers.md, "A group faces one
+    way")."""
     out = np.full((len(sprites), 2), np.nan)
     for k, frame in enumerate(sprites):
-        cols = np.nonzero(frame[..., 3].max(axis=0) > INK)[0] - SPRITE_W / 2
-        if len(cols):
-            out[k] = cols.min(), cols.max() + 1
+        n, _, stats, _ = cv2.connectedComponentsWithStats((frame[..., 3] > INK).astype(np.uint8), connectivity=8)
+        if n < 2:
+            continue
+        left = stats[1:, cv2.CC_STAT_LEFT]
+        right = left + stats[1:, cv2.CC_STAT_WIDTH]
+        body = int(np.argmax(stats[1:, cv2.CC_STAT_AREA]))
+        near = (left <= right[body] + MARK_GAP_PX) & (right >= left[body] - MARK_GAP_PX)
+        out[k] = left[near].min() - SPRITE_W / 2, right[near].max() - SPRITE_W / 2
     return out
 
 
@@ -397,19 +429,25 @@ def step_aside(span: tuple[float, float], xs: list[float], reaches: list[tuple[f
     return out
 
 
-def follow(x: np.ndarray, camera: float, w: int, width: int, fresh: bool = False) -> np.ndarray:
+def follow(x: np.ndarray, camera: float, w: int, width: int, fresh: bool = False,
+           keep: tuple[float, float] | None = None) -> np.ndarray:
     """The camera's left edge per frame for a character whose feet are at ``x`` (T,) in a place ``width`` wide
     seen ``w`` wide: still unless it travels TRAVELS_PX; then locked on it, as the world's follow camera keeps its
     traveller where it stands on screen (within the place's ends). A new shot (``fresh``: its frame 0 is drawn, not
     the frame the player saw) starts with the traveller FOLLOW behind the view's middle, room ahead, as the world
     starts one; a shot that goes on keeps it where it was. Locked, not eased: a camera that lags behind its
     traveller moves it across a flat sky, and the flow the world's level is measured by read a flight one or two
-    levels too fast (docs/layers.md, "The level through the network")."""
+    levels too fast (docs/layers.md, "The level through the network"). ``keep``: columns of the place (who acts, at
+    frame 0) a new shot's start keeps in the view where they fit in it, else centres: room ahead of a group of three
+    put the one behind out of the picture."""
     t = len(x)
     travel = float(x[-1] - x[0])
     if abs(travel) < TRAVELS_PX or width <= w:
         return np.full(t, float(camera))
     start = float(x[0] - w * (0.5 - FOLLOW * np.sign(travel))) if fresh else float(camera)
+    if fresh and keep is not None and keep[1] > keep[0]:
+        start = (float(np.clip(start, keep[1] + MARGIN_PX - w, keep[0] - MARGIN_PX))
+                 if keep[1] - keep[0] <= w - 2 * MARGIN_PX else (keep[0] + keep[1] - w) / 2)
     return np.clip(start + (x - x[0]), 0.0, width - w)
 
 

@@ -26,7 +26,7 @@ from animegamer.world.motion_catalog import load_motions
 from animegamer.world.motions import PAIR_GAP, ActorFrame, motion_table
 from animegamer.world.pose import Pose
 from animegamer.world.sessions import TurnPlan, plan_session
-from animegamer.world.shot import CHARACTER_SCALE, SUPERSAMPLE, TRAVEL_SCALE, actor_animations
+from animegamer.world.shot import CHARACTER_SCALE, GROUP_SPACING, SUPERSAMPLE, TRAVEL_SCALE, actor_animations
 
 FRAME_H = 96  # the shots' height the canvas is measured in
 SPRITE_H, SPRITE_W = 80, 80  # room for a dancer's raised arms, a sleeper lying down, a broom (measured extents)
@@ -36,6 +36,7 @@ SCALE_PX = CHARACTER_SCALE * FRAME_H  # pixel height of a height-1.0 character i
 # it, its verb's PAIR_GAP heights (7.9 px a hug, 17.8 px a chase, after TRAVEL_SCALE); a partner's offsets are
 # counted from there. PAIR_START_PX, their mean, is where play stands a pair whose verb it does not know.
 PAIR_START_PX = float(np.mean(list(PAIR_GAP.values()))) * TRAVEL_SCALE * SCALE_PX
+GROUP_GAP_PX = GROUP_SPACING * SCALE_PX  # frame pixels between the feet of neighbours who do a verb of one together
 
 
 def pair_gap_px(verb: str | None) -> float:
