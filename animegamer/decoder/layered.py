@@ -264,18 +264,18 @@ def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, actin
     start = 0 if fresh and animator.config.first_frame else 1
     n = len(scene.actors)
     sprites, feet, after = [None] * n, [None] * n, list(scene.actors)
-    for k, actor in enumerate(scene.actors):
-        if actor.name not in acts:
-            sprites[k] = np.repeat(actor.sprite[None] / 255.0, t, 0)
-            feet[k] = np.tile([actor.x, ground - actor.lift], (t, 1))
+    who = [i for i, a in enumerate(scene.actors) if a.name in acts]
+    still = [i for i, a in enumerate(scene.actors) if a.name not in acts]
+    for k in still:
+        sprites[k] = np.repeat(scene.actors[k].sprite[None] / 255.0, t, 0)
+        feet[k] = np.tile([scene.actors[k].x, ground - scene.actors[k].lift], (t, 1))
     # several who start a verb of one together go the way the first of them goes, as the world draws a group
     # (``world/shot.render_turn``: one facing, side by side); turned towards one another as the stage stands them,
     # two walkers crossed and one hid the other, two fallers fell head to head, two sleepers lay wider than the view
     # (docs/layers.md, "A group faces one way")
     group = fresh and not pair and len(acts) > 1
     lead_facing = None  # the group's way, once its lead has chosen it
-    for k in sorted((k for k, a in enumerate(scene.actors) if a.name in acts), key=lambda k: scene.actors[k].name
-                    != acting[0]):  # the lead first: the others go its way
+    for k in sorted(who, key=lambda k: scene.actors[k].name != acting[0]):  # the lead first: the others go its way
         actor = scene.actors[k]
         role = acts[actor.name]
         ref = references[actor.name]
@@ -298,8 +298,6 @@ def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, actin
         feet[k] = np.stack([xs, ground - lift], axis=1)
         after[k] = ActorLayer(actor.name, np.clip((drawn[-1] * 255).round(), 0, 255).astype(np.uint8),
                               float(xs[-1]), actor.facing, "" if verb is None else verb, float(lift[-1]))
-    who = [i for i, a in enumerate(scene.actors) if a.name in acts]
-    still = [i for i, a in enumerate(scene.actors) if a.name not in acts]
     if start == 0 and not pair and len(acts) > 1:  # each drawn afresh, frame 0 too: nothing shown moves
         # their ink stays in the view the turn is shot in (a fresh turn without a traveller keeps its camera), so
         # neither lies half out of the picture
@@ -323,8 +321,7 @@ def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, actin
         camera = follow(lead, scene.camera, w, width, fresh=start == 0, keep=ink)
     # who acts is pasted over who holds still (the one the turn is about is not hidden behind a bystander); the
     # scene keeps that order, so the next turn's first frame is this turn's last
-    order = [i for i, a in enumerate(scene.actors) if a.name not in acts] + \
-            [i for i, a in enumerate(scene.actors) if a.name in acts]
+    order = still + who
     frames = _shot(view, [sprites[i] for i in order], [feet[i] for i in order], camera)
     if start:  # frame 0 is what the player saw last; drawn from 0, it is the drawing
         frames[0] = frame0
@@ -402,8 +399,8 @@ def ink_span(xs: list[np.ndarray], sprites: list[np.ndarray]) -> tuple[float, fl
 def step_aside(span: tuple[float, float], xs: list[float], reaches: list[tuple[float, float]], lo: float,
                hi: float) -> list[float]:
     """Feet columns of characters who hold still while others act over ``span`` (their ink's columns), each
-    whose ink (``reaches``: left and right of its feet, NaN without ink) would overlap it or one moved before it, moved just clear
-    of it: to the side its middle is on, next to any moved there before; the other side where that would take its
+    whose ink (``reaches``: left and right of its feet, NaN without ink) would overlap it or one moved before it,
+    moved just clear of it: to the side its middle is on, next to any moved there before; the other side where that would take its
     feet out of [lo, hi] (the place, less its edge); left where it is when neither side has room. Who is clear
     already stays. The world draws a verb of one alone: left where it stood, a bystander after a hug stood under the
     one who acts next, and the shot showed neither clearly."""
