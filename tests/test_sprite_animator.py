@@ -913,3 +913,57 @@ def test_the_change_loss_draws_neighbouring_frames_and_grades_a_still_drawing_of
     torch.testing.assert_close(frame_change(frames, 2, 2), torch.tensor([1.0, 0.0]))
     with pytest.raises(ValueError, match="even frames_per_track"):
         sprite_animator_preset("tiny", change_weight=1.0, frames_per_track=3)
+
+
+def test_a_regressor_gaining_the_sampler_draws_as_before_and_the_sampler_learns_from_noised_frames(tmp_path):
+    torch.manual_seed(0)
+    old = SpriteAnimator(SpriteAnimatorNet(sprite_animator_preset("tiny")))
+    for name, p in old.net.named_parameters():
+        if "conv_out" in name or "conv2" in name:
+            torch.nn.init.normal_(p, std=0.05)
+    old.eval().save_pretrained(tmp_path / "old")
+    sampler = SpriteAnimator(SpriteAnimatorNet(sprite_animator_preset("tiny", sampler_steps=3))).eval()
+    load_into(sampler, init_state(str(tmp_path / "old")))
+    cfg = sampler.config
+    first = to_unit(_batch(cfg)["rgba"][:1, 0])
+    args = (first, first, torch.zeros(1, 3, cfg.cond_dim), torch.tensor([3]), torch.tensor([0]))
+    before = SpriteAnimator.from_pretrained(tmp_path / "old").draw(*args)[0]
+    torch.testing.assert_close(sampler.draw(*args, seed=5)[0], before, atol=1e-5, rtol=0)  # noise unread yet
+    sigmas = sampler.sigmas()
+    assert len(sigmas) == 3 and abs(sigmas[0] - cfg.sigma_max) < 1e-9 and abs(sigmas[-1] - cfg.sigma_min) < 1e-9
+    assert sigmas[0] > sigmas[1] > sigmas[2]
+    with pytest.raises(ValueError, match="sampler"):
+        sampler.net(first * 2 - 1, first * 2 - 1, args[2], args[3], torch.tensor([4]), args[4], torch.zeros(1))
+    with pytest.raises(ValueError, match="sigma_min < sigma_max"):
+        sprite_animator_preset("tiny", sampler_steps=2, sigma_min=6.0)
+
+    # trained (from a fresh one: the perturbed weights above draw nothing at this toy's lr): the noised frame
+    # reaches the drawing, so two noises draw two shots, one seed one shot
+    torch.manual_seed(0)
+    sampler = SpriteAnimator(SpriteAnimatorNet(cfg))
+    batch = _batch(cfg)
+    opt = torch.optim.AdamW(sampler.parameters(), lr=3e-3)
+    seen = []
+    real = sampler.frame
+
+    def frame(*a, **kw):
+        seen.append(kw.get("noisy"))
+        return real(*a, **kw)
+
+    sampler.frame = frame
+    for step in range(40):
+        torch.manual_seed(step)
+        loss, _ = sampler.train()(batch)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    noisy, sigma = seen[-1]
+    k = cfg.frames_per_track
+    assert noisy.shape == (2 * k, 4, cfg.height, cfg.width) and sigma.shape == (2 * k,)
+    assert len(set(sigma[:k].tolist())) == 1  # one noise level a track
+    assert float(sampler.net.sigma_mlp[2].weight.abs().max()) > 0
+    sampler.frame = real
+    sampler.eval()
+    one, again, other = (sampler.draw(*args, seed=s)[0] for s in (1, 1, 2))
+    torch.testing.assert_close(one, again, atol=0, rtol=0)
+    assert float(one.max()) > 0.5 and (one - other).abs().max() > 1e-4
