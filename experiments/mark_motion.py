@@ -1,7 +1,7 @@
 """How much the verb's marks move from frame to frame (zzz, food in the hand, a book, notes), drawn against true.
 
     .venv/bin/python experiments/mark_motion.py --runs animegamer/weights/default/shot_decoder/sprite_animator \
-        --verbs sleep,eat,read,sit --per-verb 6 --out FILE.json [--sampler-steps N]
+        --verbs sleep,eat,read,sit --per-verb 6 --out FILE.json
 
 Per held-out single-character track of world seed 9100 (the first of each verb among its train-split rows): the
 mean absolute change between consecutive frames (RGBA in [0, 1], frames 1..16), inside the pixels where the
@@ -52,15 +52,10 @@ def main() -> int:
     ap.add_argument("--verbs", default="sleep,eat,read,sit")
     ap.add_argument("--per-verb", type=int, default=6)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--sampler-steps", type=int, default=None,
-                    help="draw a sampler's runs in this many steps instead of their config's")
     args = ap.parse_args()
     torch.set_num_threads(2)
     verbs = args.verbs.split(",")
     models = [load_animator(r) for r in args.runs]
-    for model in models:
-        if args.sampler_steps and model.config.sampler_steps:
-            model.config.sampler_steps = args.sampler_steps
     shots, s_a = single_shots(args.data, verbs, args.per_verb, 300)
     sp = sprite_tensors(shots.rows, shots.frames.shape[1], 2, False, canonical=True)
     out: dict[str, list] = {"tracks": []}

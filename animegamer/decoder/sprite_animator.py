@@ -42,7 +42,6 @@ WEIGHTS_NAME = "model.safetensors"
 FORMAT = "animegamer-sprite-animator"
 OUT_CHANNELS = 2 + 1 + 4  # flow (dx, dy), mask, painted RGBA
 REFERENCE_CHANNELS = 2 + 1  # the reference's flow and its mask logit (``reference_warp``)
-NOISY_CHANNELS = 4  # the sampler's noised frame (premultiplied RGBA)
 REFERENCE_MASK_BIAS = -4.0  # a run without the reference warp gains one nearly closed: it draws nearly as before
 BODY_PARAMS = 2 * 6  # the body warp's affine (2 x 3) for the input and for the reference
 
@@ -121,17 +120,6 @@ class SpriteAnimatorConfig:
     # the least true change a pair counts for in the change loss's denominator (mean absolute change of a pair of
     # frames): a batch whose true frames all hold still would otherwise divide by ~0 (docs/layers.md)
     change_floor: float = 1e-3
-    # the sampler (EDM's noise levels, as DIAMOND's few-step denoiser): 0 = a regressor, which draws each frame as
-    # the mean of what it may be (a sleeper's Z's one still blot, a small swing stiller than its track). With
-    # n > 0 the network also sees the frame to draw noised to sigma (premultiplied RGBA in [-1, 1], sigma in the
-    # embedding) and draws it clean; play draws a shot in n steps from noise drawn once per shot (shared by its
-    # frames, so they agree on one motion)
-    sampler_steps: int = 0
-    sigma_data: float = 0.5
-    sigma_max: float = 5.0  # play's first noise level
-    sigma_min: float = 0.1  # play's last: what the network draws there is the frame
-    sigma_log_mean: float = -0.4  # training noise levels: log-normal (DIAMOND's P_mean, P_std)
-    sigma_log_std: float = 1.2
 
     def __post_init__(self) -> None:
         self.channels = tuple(int(c) for c in self.channels)
@@ -150,9 +138,6 @@ class SpriteAnimatorConfig:
             raise ValueError(f"SpriteAnimatorConfig: change_weight >= 0, change_floor > 0, and with a change_weight an "
                              f"even frames_per_track (pairs of neighbouring frames), got {self.change_weight}, "
                              f"{self.change_floor}, {self.frames_per_track}")
-        if self.sampler_steps < 0 or (self.sampler_steps and not 0 < self.sigma_min < self.sigma_max):
-            raise ValueError(f"SpriteAnimatorConfig: sampler_steps >= 0 and 0 < sigma_min < sigma_max, got "
-                             f"{self.sampler_steps}, {self.sigma_min}, {self.sigma_max}")
         shares = (self.standing_share, self.went_on_share)
         if not 1 <= self.frames_per_track <= self.frames - 1 or min(shares) < 0 or sum(shares) > 1:
             raise ValueError(f"SpriteAnimatorConfig: frames_per_track in 1..{self.frames - 1}, standing_share and "
@@ -216,13 +201,7 @@ class SpriteAnimatorNet(nn.Module):
         self.cond_proj = nn.Sequential(nn.LayerNorm(cfg.cond_dim), nn.Linear(cfg.cond_dim, e))
         self.cond_norm = nn.LayerNorm(cfg.cond_dim)
         c0 = cfg.channels[0]
-        if cfg.sampler_steps:  # the noise level in the embedding, zero at the start: a regressor gaining it draws
-            # as before
-            self.sigma_mlp = nn.Sequential(nn.Linear(e, e), nn.SiLU(), nn.Linear(e, e))
-            nn.init.zeros_(self.sigma_mlp[2].weight)
-            nn.init.zeros_(self.sigma_mlp[2].bias)
-        inputs = (8 if cfg.reference else 4) + (NOISY_CHANNELS if cfg.sampler_steps else 0)
-        self.conv_in = nn.Conv2d(inputs * s * s, c0, 3, padding=1)
+        self.conv_in = nn.Conv2d((8 if cfg.reference else 4) * s * s, c0, 3, padding=1)
         self.down, self.downsample, self.up, self.up_conv = (nn.ModuleList() for _ in range(4))
         c_prev = c0
         for i, c in enumerate(cfg.channels):
@@ -255,8 +234,7 @@ class SpriteAnimatorNet(nn.Module):
                 self.conv_out.bias[(OUT_CHANNELS + 2) * s * s:] = REFERENCE_MASK_BIAS
 
     def forward(self, sprite: torch.Tensor, reference: torch.Tensor | None, s_a: torch.Tensor, level: torch.Tensor,
-                index: torch.Tensor, role: torch.Tensor, aug: torch.Tensor, noisy: torch.Tensor | None = None,
-                sigma: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
+                index: torch.Tensor, role: torch.Tensor, aug: torch.Tensor) -> tuple[torch.Tensor, ...]:
         cfg = self.config
         if cfg.reference:
             if reference is None:
@@ -264,12 +242,6 @@ class SpriteAnimatorNet(nn.Module):
             sprite = torch.cat([sprite, reference], dim=1)
         emb = (self.aug_mlp(fourier(aug, cfg.emb_dim)) + self.level_emb(level) + self.index_emb(index)
                + self.role_emb(role) + self.cond_proj(s_a.mean(dim=1)))
-        if cfg.sampler_steps:
-            if noisy is None or sigma is None:
-                raise ValueError("this sprite animator is a sampler: pass the noised frame and its sigma")
-            scale = (sigma.float() ** 2 + cfg.sigma_data ** 2).rsqrt()[:, None, None, None]  # EDM's c_in
-            sprite = torch.cat([sprite, noisy * scale], dim=1)
-            emb = emb + self.sigma_mlp(fourier(sigma.float().log() / 4, cfg.emb_dim))  # EDM's c_noise
         emb = F.silu(emb)  # (M, E)
         cond = self.cond_norm(s_a)  # (M, N, D)
         x = self.conv_in(F.pixel_unshuffle(sprite, cfg.stem))
@@ -295,17 +267,12 @@ class SpriteAnimatorNet(nn.Module):
 def load_into(model: "SpriteAnimator", state: dict[str, torch.Tensor]) -> None:
     """Weights of another run into ``model`` (``train sprites --init``): a run drawn without a reference cut-out
     starts one that has it with the reference's input weights at zero, so it draws exactly as before; a run without
-    the reference warp gains one that moves the reference as the input is moved, its mask nearly closed; a
-    regressor starts a sampler (``sampler_steps``) that draws as it did whatever the noise."""
+    the reference warp gains one that moves the reference as the input is moved, its mask nearly closed."""
     own, state = model.state_dict(), dict(state)
     key = "net.conv_in.weight"
-    ss = model.config.stem ** 2
     if key in state and state[key].shape != own[key].shape and state[key].shape[1] * 2 == own[key].shape[1]:
         state[key] = torch.cat([state[key], torch.zeros_like(state[key])], dim=1)
-    if key in state and own[key].shape[1] - state[key].shape[1] == NOISY_CHANNELS * ss:  # a regressor gains the
-        # sampler's noised frame at zero: it draws as before until trained
-        state[key] = torch.cat([state[key], state[key].new_zeros(state[key].shape[0], NOISY_CHANNELS * ss,
-                                                                 *state[key].shape[2:])], dim=1)
+    ss = model.config.stem ** 2
     w, b = "net.conv_out.weight", "net.conv_out.bias"
     gains_warp = own[w].shape[0] == (OUT_CHANNELS + REFERENCE_CHANNELS) * ss
     if w in state and state[w].shape[0] == OUT_CHANNELS * ss and gains_warp:
@@ -314,9 +281,9 @@ def load_into(model: "SpriteAnimator", state: dict[str, torch.Tensor]) -> None:
         state[w] = torch.cat([state[w], state[w][:2 * ss], mask_w])  # the reference's flow starts as the input's
         state[b] = torch.cat([state[b], state[b][:2 * ss], mask_b])
     missing = set(own) - set(state)
-    if missing - {k for k in own if k.startswith(("net.body.", "net.sigma_mlp."))}:
+    if missing - {k for k in own if k.startswith("net.body.")}:
         raise ValueError(f"--init: the weights lack {sorted(missing)[:4]}")
-    # a run without the body warp gains one at zero (no move), a regressor the sampler's noise level at zero
+    # a run without the body warp gains one at zero (no move)
     state.update({k: own[k] for k in missing})
     model.load_state_dict({k: v.float() for k, v in state.items()})
 
@@ -398,19 +365,16 @@ class SpriteAnimator(nn.Module):
 
     def frame(self, sprite: torch.Tensor, reference: torch.Tensor | None, cue: FrameCue, seen: torch.Tensor | None = None,
               mode: str = "bilinear", body: tuple[torch.Tensor, torch.Tensor] | None = None,
-              noisy: tuple[torch.Tensor, torch.Tensor] | None = None,
               ) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
         """sprite and reference (M, 4, H, W) in [0, 1] -> (the drawn sprite (M, 4, H, W) in [0, 1], the feet's move
         (M, 2) in pixels, +x right, +y up, and with ``body_warp`` the body's backward affines (M, 2, 3) from the
         input and from the reference, else None). ``seen``: the network's view of the input (noise-augmented in
         training); ``body``: the affines to move the input and the reference along instead of the network's (the
-        world's, in training: ``true_body``); ``noisy``: for a sampler, the frame to draw noised (M, 4, H, W) in
-        [-1, 1] units and its noise level sigma (M,)."""
+        world's, in training: ``true_body``)."""
         cfg = self.config
         seen = sprite if seen is None else seen
         offset, flow, mask, paint, *ref = self.net(seen * 2 - 1, None if reference is None else reference * 2 - 1,
-                                                   cue.s_a, cue.level, cue.index, cue.role, cue.aug,
-                                                   *(noisy if noisy is not None else ()))
+                                                   cue.s_a, cue.level, cue.index, cue.role, cue.aug)
         affines = body_affines(ref[2], cfg.height, cfg.width, cfg.offset_scale) if cfg.body_warp else None
         along = body if body is not None else affines
         moved = warp(sprite, flow.float() * cfg.flow_scale, mode, None if along is None else along[0])
@@ -476,12 +440,7 @@ class SpriteAnimator(nn.Module):
         cue = FrameCue(rep(batch["s_a"].float()), rep(batch["motion_level"].long()), index.flatten(),
                        rep(batch["role"].long()), rep(aug))
         body_in = truth if cfg.true_body else None
-        noisy = None
-        if cfg.sampler_steps:  # one noise level and one noise picture a track, as play draws a shot
-            sigma = (cfg.sigma_log_mean + cfg.sigma_log_std * torch.randn(b, device=dev)).exp()
-            noise = torch.randn(b, 4, cfg.height, cfg.width, device=dev)
-            noisy = (target * 2 - 1 + rep(sigma)[:, None, None, None] * rep(noise), rep(sigma))
-        drawn, offset, affines = self.frame(source_r, ref_r, cue, rep(seen), body=body_in, noisy=noisy)
+        drawn, offset, affines = self.frame(source_r, ref_r, cue, rep(seen), body=body_in)
         picture = ((drawn - target).abs() * weight).mean()
         copy = ((source_r - target).abs() * weight).mean()  # what copying the input would cost: learning is the gap
         feet = (offset - offset_true).abs().mean() / cfg.offset_scale
@@ -525,46 +484,18 @@ class SpriteAnimator(nn.Module):
         role = batch["donor_role"][rows].long()
         cue = FrameCue(s_a, level, torch.full((n,), self.config.frames - 1, device=first.device), role,
                        torch.zeros(n, device=first.device))
-        noise = torch.randn(n, 4, *first.shape[-2:], device=first.device)
-        last, _, _ = self.sample(first, reference[rows] if self.config.reference else None, cue, noise)
+        last, _, _ = self.frame(first, reference[rows] if self.config.reference else None, cue)
         return last.clamp(0, 1)
-
-    def sigmas(self) -> list[float]:
-        """Play's noise levels, from sigma_max down to sigma_min (Karras et al.'s spacing, rho 7)."""
-        cfg = self.config
-        n, rho = cfg.sampler_steps, 7.0
-        if n == 1:
-            return [cfg.sigma_max]
-        hi, lo = cfg.sigma_max ** (1 / rho), cfg.sigma_min ** (1 / rho)
-        return [(hi + i / (n - 1) * (lo - hi)) ** rho for i in range(n)]
-
-    def sample(self, sprite: torch.Tensor, reference: torch.Tensor | None, cue: FrameCue, noise: torch.Tensor,
-               mode: str = "bilinear") -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
-        """``frame`` for a regressor; for a sampler the frame drawn from ``noise`` (M, 4, H, W) in
-        ``sampler_steps`` deterministic Euler steps (what the network draws at the last noise level is the
-        frame, its feet and body from that step too)."""
-        if not self.config.sampler_steps:
-            return self.frame(sprite, reference, cue, mode=mode)
-        levels = self.sigmas()
-        x = noise * levels[0]
-        for i, sigma in enumerate(levels):
-            sig = torch.full((x.shape[0],), sigma, device=x.device)
-            drawn, offset, affines = self.frame(sprite, reference, cue, mode=mode, noisy=(x, sig))
-            if i + 1 < len(levels):  # Euler along the probability flow: keep the noise's direction, shrink it
-                clean = drawn * 2 - 1
-                x = clean + (x - clean) * (levels[i + 1] / sigma)
-        return drawn, offset, affines
 
     @torch.no_grad()
     def draw(self, sprite: torch.Tensor, reference: torch.Tensor | None, s_a: torch.Tensor, level: torch.Tensor,
              role: torch.Tensor, aug: float = 0.0, mode: str = "bicubic",
-             chunk: int = 16, start: int = 1, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+             chunk: int = 16, start: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
         """sprite and the character's reference cut-out (B, 4, H, W) in [0, 1] (premultiplied RGBA, facing as the
         role's track: right, a pair's partner left), s_a (B, N, D), level (B,), role (B,) -> frames start..T-1
         (B, T', 4, H, W) in [0, 1] and the feet (B, T', 2) in pixels, x their move from frame 0, y their lift
         (``start`` 0: frame 0 drawn too, for an animator trained to, ``first_frame``). Deterministic: a character's
-        verb at an adverb has one motion in the world; a sampler's noise, one picture a shot shared by its frames,
-        comes from ``seed``)."""
+        verb at an adverb has one motion in the world)."""
         cfg = self.config
         if not (start == 1 or (start == 0 and cfg.first_frame)):
             raise ValueError(f"draw(start={start}): frames from 1, or from 0 for an animator trained with first_frame")
@@ -574,13 +505,10 @@ class SpriteAnimator(nn.Module):
         sprite_r, ref_r = rep(sprite), rep(reference) if self.config.reference else None
         cue = FrameCue(rep(s_a.float()), rep(level.long()), index, rep(role.long()),
                        torch.full((b * t,), float(aug), device=sprite.device))
-        generator = torch.Generator().manual_seed(seed)
-        noise = rep(torch.randn(b, 4, *sprite.shape[-2:], generator=generator).to(sprite.device))
         drawn, offsets = [], []
         for i in range(0, b * t, chunk):
             part = slice(i, i + chunk)
-            d, o, _ = self.sample(sprite_r[part], None if ref_r is None else ref_r[part], cue.rows(part), noise[part],
-                                  mode=mode)
+            d, o, _ = self.frame(sprite_r[part], None if ref_r is None else ref_r[part], cue.rows(part), mode=mode)
             drawn.append(d)
             offsets.append(o)
         return (torch.cat(drawn).reshape(b, t, 4, *sprite.shape[-2:]).clamp(0, 1),
