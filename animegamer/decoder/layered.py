@@ -317,7 +317,8 @@ def draw_turn(animator: SpriteAnimator, stage: Stage, scene: LayeredScene, actin
     if acting:  # the camera follows the first who acts, a group by its middle (as the world frames one)
         lead = (np.mean([feet[i][:, 0] for i in who], axis=0) if not pair and len(who) > 1
                 else feet[[a.name for a in scene.actors].index(acting[0])][:, 0])
-        ink = ink_span([feet[i][:1, 0] for i in who], [sprites[i][:1] for i in who])  # who acts, at frame 0
+        # who acts, at frame 0: only a new shot's camera keeps it in view
+        ink = ink_span([feet[i][:1, 0] for i in who], [sprites[i][:1] for i in who]) if start == 0 else None
         camera = follow(lead, scene.camera, w, width, fresh=start == 0, keep=ink)
     # who acts is pasted over who holds still (the one the turn is about is not hidden behind a bystander); the
     # scene keeps that order, so the next turn's first frame is this turn's last
@@ -398,12 +399,12 @@ def ink_span(xs: list[np.ndarray], sprites: list[np.ndarray]) -> tuple[float, fl
 
 def step_aside(span: tuple[float, float], xs: list[float], reaches: list[tuple[float, float]], lo: float,
                hi: float) -> list[float]:
-    """Feet columns of characters who hold still while others act over ``span`` (their ink's columns), each
-    whose ink (``reaches``: left and right of its feet, NaN without ink) would overlap it or one moved before it,
-    moved just clear of it: to the side its middle is on, next to any moved there before; the other side where that would take its
-    feet out of [lo, hi] (the place, less its edge); left where it is when neither side has room. Who is clear
-    already stays. The world draws a verb of one alone: left where it stood, a bystander after a hug stood under the
-    one who acts next, and the shot showed neither clearly."""
+    """Feet columns of characters who hold still while others act over ``span`` (their ink's columns), each whose ink
+    (``reaches``: left and right of its feet, NaN without ink) would overlap it or one moved before it, moved
+    just clear of it: to the side its middle is on, next to any moved there before; the other side where that
+    would take its feet out of [lo, hi] (the place, less its edge); left where it is when neither side has room.
+    Who is clear already stays. The world draws a verb of one alone: left where it stood, a bystander after a hug
+    stood under the one who acts next, and the shot showed neither clearly."""
     if span[1] <= span[0]:
         return list(xs)
     out = list(xs)
