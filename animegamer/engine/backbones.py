@@ -25,11 +25,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach the network, on any 
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import importlib.util
+import inspect
 import json
 import shutil
 import tempfile
 import time
 from dataclasses import asdict, dataclass
+from functools import cache
 from pathlib import Path
 from typing import Protocol
 
@@ -258,6 +260,18 @@ def load_causal_lm(spec: BackboneSpec | str, attn_implementation: str = "sdpa") 
     for p in model.parameters():
         p.requires_grad_(False)
     return model, tok
+
+
+@cache
+def _cache_keyword(model_class: type) -> str:
+    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
+
+
+def cache_kwargs(backbone: nn.Module, kv: object | None) -> dict[str, object]:
+    """The backbone's forward keywords for its key/value cache (None: no cache). transformers renamed the keyword
+    ``past_key_values`` to ``cache`` within 5.x (the old name warns on every turn and goes in 5.40); the versions
+    before the rename know only the old one, so the name is read from the backbone's own signature."""
+    return {_cache_keyword(type(backbone)): kv, "use_cache": kv is not None}
 
 
 def time_load(name: str = "default") -> dict[str, float]:

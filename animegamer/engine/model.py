@@ -41,7 +41,7 @@ from animegamer.core.checkpoint import (
     save_safetensors_atomic,
 )
 from animegamer.core.runs import ENGINE_CONFIG, ENGINE_WEIGHTS
-from animegamer.engine.backbones import get_spec, load_causal_lm
+from animegamer.engine.backbones import cache_kwargs, get_spec, load_causal_lm
 from animegamer.engine.sequence import (
     FIELDS,
     IGNORE,
@@ -343,7 +343,7 @@ class GameEngine(nn.Module):
         """(B, L, H) embeddings, (B, 1, L, past+L) bool mask, (B, L) positions -> (B, L, H) final hidden."""
         own = self.backbone.embed_tokens.weight.dtype  # the backbone's dtype: bf16 at paper scale
         out = self.backbone(inputs_embeds=x.to(own), attention_mask=_additive(mask, own), position_ids=positions,
-                            past_key_values=cache, use_cache=cache is not None)
+                            **cache_kwargs(self.backbone, cache))
         return out.last_hidden_state if own == torch.float32 else out.last_hidden_state.float()
 
     # ----------------------------------------------------------------- training

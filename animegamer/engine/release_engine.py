@@ -49,7 +49,7 @@ from transformers import DynamicCache
 
 from animegamer.core.checkpoint import atomic_dir, load_json, load_safetensors, save_json_atomic, save_safetensors_atomic
 from animegamer.core.runs import ENGINE_CONFIG, ENGINE_WEIGHTS
-from animegamer.engine.backbones import BackboneSpec, load_causal_lm
+from animegamer.engine.backbones import BackboneSpec, cache_kwargs, load_causal_lm
 from animegamer.engine.model import LORA_TARGETS, Prediction
 from animegamer.engine.sequence import FIELDS, TurnRecord, attention_mask, select_window
 
@@ -285,7 +285,7 @@ class ReleaseEngine(nn.Module):
                                                                                      torch.finfo(dtype).min)
         pos = torch.arange(past, past + x.shape[1], device=x.device).unsqueeze(0)
         out = self.backbone(inputs_embeds=x.to(dtype), attention_mask=additive[None, None], position_ids=pos,
-                            past_key_values=cache, use_cache=cache is not None)
+                            **cache_kwargs(self.backbone, cache))
         return out.last_hidden_state[0].float()
 
     def _embed(self, ids: list[int], slots: list[int], history_s_a: list[torch.Tensor]) -> torch.Tensor:
