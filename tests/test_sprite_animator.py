@@ -40,7 +40,6 @@ from animegamer.decoder.sprite_animator import (
     affine_error,
     body_affines,
     frame_change,
-    measured_ratio,
     sprite_animator_preset,
     to_unit,
     true_affine,
@@ -914,28 +913,3 @@ def test_the_change_loss_draws_neighbouring_frames_and_grades_a_still_drawing_of
     torch.testing.assert_close(frame_change(frames, 2, 2), torch.tensor([1.0, 0.0]))
     with pytest.raises(ValueError, match="even frames_per_track"):
         sprite_animator_preset("tiny", change_weight=1.0, frames_per_track=3)
-
-
-def test_the_level_measure_reads_a_drawing_that_moves_less_than_its_track_on_its_place():
-    # a bar moving 2 px a frame (truth) and 1 px (drawn) on 80 x 80 canvases, in two pairs of neighbours of one
-    # track, pasted on a still textured place
-    def bars(step: int) -> torch.Tensor:
-        frames = torch.zeros(4, 4, 80, 80)
-        for k in range(4):
-            x = 30 + step * (k % 2)
-            frames[k, :, 20:60, x:x + 6] = 1.0  # opaque white, premultiplied
-        return frames
-
-    rng = np.random.default_rng(0)
-    place = {"backdrop": torch.from_numpy(rng.integers(0, 120, (1, 96, 144, 3), dtype=np.uint8)),
-             "feet_row": torch.tensor([80.0]), "light": torch.tensor([[[1.0, 1.0, 1.0], [0.0, 0.0, 0.0]]])}
-    ratio = measured_ratio(bars(1), bars(2), **place)
-    assert ratio.shape == (2,) and ratio[0] == ratio[1] and 1.4 < float(ratio[0]) <= 3  # one reading a track
-    torch.testing.assert_close(measured_ratio(bars(2), bars(2), **place), torch.ones(2))
-    still = bars(0)  # held still on both sides: the floor, not 0 / 0
-    torch.testing.assert_close(measured_ratio(still, still, **place), torch.ones(2))
-    cfg = sprite_animator_preset("tiny", change_weight=0.05, measure_weight=1.0)
-    with pytest.raises(ValueError, match="backdrop"):  # without the places the tracks play in
-        SpriteAnimator(SpriteAnimatorNet(cfg))(_batch(cfg))
-    with pytest.raises(ValueError, match="measure_weight"):
-        sprite_animator_preset("tiny", change_weight=0.0, measure_weight=1.0)

@@ -30,15 +30,12 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from animegamer.core.checkpoint import load_json, load_safetensors, run_dir, save_model_dir
-from animegamer.decoder.layers import paste
 from animegamer.decoder.unet_blocks import UNetLevel, fourier, norm, warp
-from animegamer.world.flow import PERCENTILE, residual_flow
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -47,7 +44,6 @@ OUT_CHANNELS = 2 + 1 + 4  # flow (dx, dy), mask, painted RGBA
 REFERENCE_CHANNELS = 2 + 1  # the reference's flow and its mask logit (``reference_warp``)
 REFERENCE_MASK_BIAS = -4.0  # a run without the reference warp gains one nearly closed: it draws nearly as before
 BODY_PARAMS = 2 * 6  # the body warp's affine (2 x 3) for the input and for the reference
-MEASURE_FLOOR = 0.1  # px a frame: below it a pair is still to the level's measure (level 2 starts at 0.26)
 
 
 @dataclass
@@ -124,13 +120,6 @@ class SpriteAnimatorConfig:
     # the least true change a pair counts for in the change loss's denominator (mean absolute change of a pair of
     # frames): a batch whose true frames all hold still would otherwise divide by ~0 (docs/layers.md)
     change_floor: float = 1e-3
-    # weight of the level measure's correction of the change loss: each track's drawn pairs and its true pairs are
-    # pasted on the place play shows the shot in and read by the level's own measure (``measured_ratio``, no
-    # gradient), and each drawn pair's change is pulled towards itself times the true reading over the drawn one:
-    # the measure is the sensor, the differentiable change the actuator. The mean change is only a proxy of what
-    # the level reads (the fastest limb's speed): quiet gestures matched in change still read a quarter of a band
-    # calm in play (docs/layers.md). 0: off; needs change_weight (frames drawn in pairs) and the batch's places
-    measure_weight: float = 0.0
 
     def __post_init__(self) -> None:
         self.channels = tuple(int(c) for c in self.channels)
@@ -149,9 +138,6 @@ class SpriteAnimatorConfig:
             raise ValueError(f"SpriteAnimatorConfig: change_weight >= 0, change_floor > 0, and with a change_weight an "
                              f"even frames_per_track (pairs of neighbouring frames), got {self.change_weight}, "
                              f"{self.change_floor}, {self.frames_per_track}")
-        if self.measure_weight < 0 or (self.measure_weight and not self.change_weight):
-            raise ValueError(f"SpriteAnimatorConfig: measure_weight >= 0, and with a measure_weight a change_weight "
-                             f"(frames drawn in pairs), got {self.measure_weight}, {self.change_weight}")
         shares = (self.standing_share, self.went_on_share)
         if not 1 <= self.frames_per_track <= self.frames - 1 or min(shares) < 0 or sum(shares) > 1:
             raise ValueError(f"SpriteAnimatorConfig: frames_per_track in 1..{self.frames - 1}, standing_share and "
@@ -343,35 +329,6 @@ def frame_change(frames: torch.Tensor, tracks: int, per_track: int) -> torch.Ten
     return (pairs[:, 1] - pairs[:, 0]).abs().mean(dim=1)
 
 
-def measured_ratio(drawn: torch.Tensor, target: torch.Tensor, backdrop: torch.Tensor, feet_row: torch.Tensor,
-                   light: torch.Tensor) -> torch.Tensor:
-    """Frames (2P, 4, H, W) in [0, 1] drawn in pairs of neighbours, P / B pairs per track, their true frames, and per
-    track the place play shows it in (``backdrop`` uint8 (B, FH, FW, 3), ``feet_row`` (B,), ``light`` (B, 2, 3)) ->
-    per pair (P,) how much faster its track's drawing should move: the level's measure (``world/flow``: DIS flow,
-    each row's median removed, the 99th percentile of the frame) of the true pairs pasted on the place over the
-    drawn pairs', summed over the track's pairs (the level is a mean over a shot's pairs), each floored at
-    MEASURE_FLOOR, clipped to [1/3, 3]. Read on the place, as play reads it: over a plain ground the same drawings
-    read two or three times their track's motion where on the place they read a quarter less (docs/layers.md)."""
-    per_track = drawn.shape[0] // 2 // backdrop.shape[0]
-
-    def speeds(frames: torch.Tensor) -> np.ndarray:
-        sprites = frames.detach().float().clamp(0, 1).permute(0, 2, 3, 1).cpu().numpy()
-        out = np.empty(len(sprites) // 2, np.float32)
-        for p in range(len(out)):
-            b = p // per_track
-            ground = backdrop[b].cpu().numpy().astype(np.float32)
-            pair = []
-            for sprite in sprites[2 * p: 2 * p + 2]:
-                frame = ground.copy()
-                paste(frame, sprite, ground.shape[1] / 2, float(feet_row[b]), light[b].tolist())
-                pair.append(np.clip(frame.round(), 0, 255).astype(np.uint8))
-            out[p] = np.percentile(residual_flow(np.stack(pair))[0], PERCENTILE)
-        return np.maximum(out, MEASURE_FLOOR).reshape(-1, per_track).sum(1)
-
-    ratio = torch.from_numpy(np.clip(speeds(target) / speeds(drawn), 1 / 3, 3))
-    return ratio.repeat_interleave(per_track).to(drawn.device)
-
-
 def to_unit(sprites: torch.Tensor) -> torch.Tensor:
     """uint8 (..., H, W, 4) -> float (..., 4, H, W) in [0, 1]."""
     return sprites.movedim(-1, -3).float().div(255)
@@ -498,15 +455,6 @@ class SpriteAnimator(nn.Module):
             loss = loss + cfg.change_weight * change_error
             logs |= {"change_error": float(change_error.detach()),
                      "change_ratio": float(change.detach().sum() / scale)}
-            if cfg.measure_weight:
-                if "backdrop" not in batch:
-                    raise ValueError("measure_weight needs the places the tracks play in: the batch's backdrop, "
-                                     "feet_row and light (phase_sprites.SpriteShots with backdrops)")
-                ratio = measured_ratio(drawn, target, batch["backdrop"], batch["feet_row"], batch["light"])
-                measure_error = (change - change.detach() * ratio).abs().sum() / scale
-                loss = loss + cfg.measure_weight * measure_error
-                logs |= {"measure_error": float(measure_error.detach()),
-                         "measure_log_ratio": float(ratio.log().mean())}
         if affines is not None and truth is not None:  # the body's move, against where the world put the body
             coverage = target[:, 3]
             body = (affine_error(affines[0], truth[0], coverage) + affine_error(affines[1], truth[1], coverage)) / 2

@@ -204,15 +204,13 @@ class SpriteShots(torch.utils.data.Dataset):
     their mean, a smaller swing (docs/layers.md, "The level swap's own level")."""
 
     def __init__(self, sprites: SpriteTensors, s_a: torch.Tensor, levels: torch.Tensor, seed: int = 0,
-                 other_levels: torch.Tensor | None = None, swap_share: float = 0.0,
-                 places: dict[str, torch.Tensor] | None = None) -> None:
+                 other_levels: torch.Tensor | None = None, swap_share: float = 0.0) -> None:
         if swap_share > 0 and (sprites.other is None or other_levels is None):
             raise ValueError("a level swap needs the tracks in another manner and their levels")
         self.sprites, self.s_a, self.levels = sprites, s_a, levels
         if other_levels is not None:
             other_levels = torch.where(other_levels == levels, torch.zeros_like(other_levels), other_levels)
         self.other_levels, self.swap_share = other_levels, swap_share
-        self.places = places  # ``shot_places``: where play shows each shot (``SpriteAnimatorConfig.measure_weight``)
         self.looks = look_groups(sprites.standing)
         self.group_of = [np.empty(0, np.int64)] * len(sprites.role)
         for members in self.looks:
@@ -237,28 +235,7 @@ class SpriteShots(torch.utils.data.Dataset):
         return {**track, "standing": sp.standing[i], "role": sp.role[i], "s_a": self.s_a[shot], "motion_level": level,
                 "donor_first": sp.rgba[donor, 0], "donor_s_a": self.s_a[donor_shot],
                 "donor_level": self.levels[donor_shot], "donor_role": sp.role[donor], "standing_body": sp.standing_body[i],
-                "donor_last_body": sp.body[donor, -1], **canonical, **self.place_of(shot)}
-
-    def place_of(self, shot: int) -> dict[str, torch.Tensor]:
-        if self.places is None:
-            return {}
-        view = int(self.places["view"][shot])
-        return {k: self.places[k][view] for k in ("backdrop", "feet_row", "light")}
-
-
-def shot_places(rows: list[dict[str, Any]], stage: Stage) -> dict[str, torch.Tensor]:
-    """Where play shows each shot, for the level's measure in training (``SpriteAnimatorConfig.measure_weight``):
-    per place and time of day the stage's picture of it (``backdrop`` uint8 (V, H, W, 3)), the feet's row
-    (``feet_row`` (V,)) and its light (``light`` (V, 2, 3)), and per shot its one (``view`` (N,)); a shot in a place
-    the stage has no picture of is read on the first."""
-    keys = sorted(stage.places)
-    index = {key: k for k, key in enumerate(keys)}
-    views = [stage.places[key] for key in keys]
-    lights = [view.light if view.light is not None else ([1.0, 1.0, 1.0], [0.0, 0.0, 0.0]) for view in views]
-    return {"backdrop": torch.from_numpy(np.stack([view.background for view in views])),
-            "feet_row": torch.tensor([view.ground * view.background.shape[0] for view in views]),
-            "light": torch.tensor(lights, dtype=torch.float32),
-            "view": torch.tensor([index.get((r["place"], r["time"]), 0) for r in rows])}
+                "donor_last_body": sp.body[donor, -1], **canonical}
 
 
 def collate(items: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -312,8 +289,7 @@ def run(args: argparse.Namespace) -> int:
     other_levels = None
     if net_cfg.level_swap_share > 0:
         other_levels = played_levels(shots.rows, sprites, stage, cfg.progress, args.render_workers, other=True)
-    data = SpriteShots(sprites, s_a, levels, cfg.seed, other_levels, net_cfg.level_swap_share,
-                       shot_places(shots.rows, stage) if net_cfg.measure_weight else None)
+    data = SpriteShots(sprites, s_a, levels, cfg.seed, other_levels, net_cfg.level_swap_share)
     if data.other_levels is not None:  # what SpriteShots swaps in: readable, at another level than the shot's own
         asked = data.other_levels[data.other_levels > 0]
         print(f"[sprites] tracks in another manner: {len(asked)} shots readable at another level than their own, "
