@@ -17,6 +17,7 @@ import argparse
 import collections
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,10 @@ import torch
 from tqdm.auto import tqdm
 
 from animegamer.decoder.sprite_animator import FrameCue, SpriteAnimator, to_unit, true_affine
+from animegamer.decoder.stage import Stage
 from animegamer.game.session import DEFAULT_WEIGHTS
+from animegamer.training.action_parts import ActionParts
+from animegamer.world.dataset import WorldDataset
 from animegamer.world.sprite_tracks import SpriteTrack, row_tracks, session_lengths
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -52,6 +56,21 @@ def draw_from_standing(animator: SpriteAnimator, ref: torch.Tensor, s_a: torch.T
     return drawn.permute(0, 2, 3, 1).numpy(), None if affines is None else affines[0]
 
 
+def single_shots(stage: Stage, animator: SpriteAnimator, parts: ActionParts, world: WorldDataset, idx: np.ndarray,
+                 ) -> Iterator[tuple[dict, SpriteTrack, np.ndarray, torch.Tensor | None]]:
+    """The single-character shots among ``idx``: (row, its true track from phase 0, the animator's drawing of it
+    from standing at the shot's true s_a and the world's level (T, H, W, 4), the body head's affines)."""
+    lengths = session_lengths(world.rows)
+    for i in tqdm(idx, desc="shots"):
+        row = world.rows[i]
+        if len(row["characters"]) != 1:
+            continue
+        track = row_tracks(row, lengths[(int(row["seed"]), int(row["session"]))], 17, phase=0.0)[0]
+        _, s_a, references = staged(stage, parts, row, [track.name])
+        ref = to_unit(torch.from_numpy(np.ascontiguousarray(references[track.name])))[None]
+        yield (row, track, *draw_from_standing(animator, ref, s_a, int(row["motion_level"])))
+
+
 def body_sway(animator: SpriteAnimator, affines: torch.Tensor | None, track: SpriteTrack) -> tuple[float, float, float]:
     """The body head's affines from standing against the world's: the canvas centre's spread over the frames (px),
     drawn and true, and the mean distance between the two a frame (px); zeros without a body warp."""
@@ -73,16 +92,8 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     stage, animator, parts, _, world, idx = setup(args.world, args.n, Path(DEFAULT_WEIGHTS), args.sprites)
-    lengths = session_lengths(world.rows)
     by_verb: dict[str, list[tuple[float, ...]]] = collections.defaultdict(list)
-    for i in tqdm(idx, desc="shots"):
-        row = world.rows[i]
-        if len(row["characters"]) != 1:
-            continue
-        track = row_tracks(row, lengths[(int(row["seed"]), int(row["session"]))], 17, phase=0.0)[0]
-        _, s_a, references = staged(stage, parts, row, [track.name])
-        ref = to_unit(torch.from_numpy(np.ascontiguousarray(references[track.name])))[None]
-        drawn, affines = draw_from_standing(animator, ref, s_a, int(row["motion_level"]))
+    for row, track, drawn, affines in single_shots(stage, animator, parts, world, idx):
         d_sway, d_change = sway_and_change(drawn)
         t_sway, t_change = sway_and_change(track.rgba.astype(np.float32) / 255)
         body = body_sway(animator, affines, track)

@@ -21,17 +21,14 @@ from pathlib import Path
 import cv2
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from animegamer.decoder.layers import layered_shot
-from animegamer.decoder.sprite_animator import to_unit
 from animegamer.game.session import DEFAULT_WEIGHTS
 from animegamer.world.flow import DIS_PRESET, flow_magnitude
-from animegamer.world.sprite_tracks import row_tracks, session_lengths
 
 sys.path.insert(0, str(Path(__file__).parent))
-from drawn_change import draw_from_standing  # noqa: E402  (sibling scripts: the same drawing, stage and shots)
-from level_in_layers import setup, staged  # noqa: E402
+from drawn_change import single_shots  # noqa: E402  (sibling scripts: the same drawings, stage and shots)
+from level_in_layers import setup  # noqa: E402
 
 FLOOR = 0.05  # px a frame: both readings floored, so a still pair is not 0 / 0
 
@@ -56,16 +53,8 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     stage, animator, parts, _, world, idx = setup(args.world, args.n, Path(DEFAULT_WEIGHTS), args.sprites)
-    lengths = session_lengths(world.rows)
     by_verb: dict[str, list[tuple[float, float]]] = collections.defaultdict(list)
-    for i in tqdm(idx, desc="shots"):
-        row = world.rows[i]
-        if len(row["characters"]) != 1:
-            continue
-        track = row_tracks(row, lengths[(int(row["seed"]), int(row["session"]))], 17, phase=0.0)[0]
-        _, s_a, references = staged(stage, parts, row, [track.name])
-        ref = to_unit(torch.from_numpy(np.ascontiguousarray(references[track.name])))[None]
-        drawn, _ = draw_from_standing(animator, ref, s_a, int(row["motion_level"]))
+    for row, track, drawn, _ in single_shots(stage, animator, parts, world, idx):
         true = track.rgba.astype(np.float32) / 255
         view = stage.places[(row["place"], row["time"])]
         feet = np.tile([view.background.shape[1] / 2, view.ground * view.background.shape[0]], (len(true), 1))
