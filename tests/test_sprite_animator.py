@@ -911,14 +911,5 @@ def test_the_change_loss_draws_neighbouring_frames_and_grades_a_still_drawing_of
     frames = torch.zeros(4, 1, 2, 2)
     frames[1] = 1.0  # a pair that changes by 1 everywhere, and one that holds
     torch.testing.assert_close(frame_change(frames, 2, 2), torch.tensor([1.0, 0.0]))
-    # pooled 2 x: a one-pixel checkerboard flicker reads half, a block changing as one reads whole (largest quarter)
-    flicker = torch.zeros(2, 1, 4, 4)
-    flicker[1, 0, ::2, ::2] = flicker[1, 0, 1::2, 1::2] = 1.0
-    block = torch.zeros(2, 1, 4, 4)
-    block[1, 0, :2, :2] = 1.0
-    pooled = frame_change(torch.cat([flicker, block]), 2, 2, pool=2, share=0.25)
-    torch.testing.assert_close(pooled, torch.tensor([0.5, 1.0]))
-    with pytest.raises(ValueError, match="change_pool"):
-        sprite_animator_preset("tiny", change_pool=0)
     with pytest.raises(ValueError, match="even frames_per_track"):
         sprite_animator_preset("tiny", change_weight=1.0, frames_per_track=3)

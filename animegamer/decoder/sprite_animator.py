@@ -120,14 +120,6 @@ class SpriteAnimatorConfig:
     # the least true change a pair counts for in the change loss's denominator (mean absolute change of a pair of
     # frames): a batch whose true frames all hold still would otherwise divide by ~0 (docs/layers.md)
     change_floor: float = 1e-3
-    # what the change loss reads of a pair: with change_pool 1 and change_share 1 its mean absolute change over the
-    # canvas (as shipped); else the canvas average-pooled change_pool x and the mean of the change_share largest
-    # changes (max over channels), frame-to-frame change near play's scale, where the level's measure reads it
-    # (the sprite is pasted at about half size and DIS reads the fastest limb): at full resolution the drawing's
-    # flicker between frames drawn each from frame 0 counts as change, pooled the swing does (docs/layers.md,
-    # "The limb's own motion")
-    change_pool: int = 1
-    change_share: float = 1.0
 
     def __post_init__(self) -> None:
         self.channels = tuple(int(c) for c in self.channels)
@@ -142,9 +134,6 @@ class SpriteAnimatorConfig:
         if any(c % self.heads or c % 8 for c in self.channels) or self.blocks < 1:
             raise ValueError(f"SpriteAnimatorConfig: channels must be multiples of 8 and of heads, blocks >= 1, got "
                              f"{self.channels}, {self.heads}, {self.blocks}")
-        if self.change_pool < 1 or not 0 < self.change_share <= 1:
-            raise ValueError(f"SpriteAnimatorConfig: change_pool >= 1 and change_share in (0, 1], got "
-                             f"{self.change_pool}, {self.change_share}")
         if self.change_weight < 0 or self.change_floor <= 0 or (self.change_weight and self.frames_per_track % 2):
             raise ValueError(f"SpriteAnimatorConfig: change_weight >= 0, change_floor > 0, and with a change_weight an "
                              f"even frames_per_track (pairs of neighbouring frames), got {self.change_weight}, "
@@ -333,17 +322,11 @@ def affine_error(pred: torch.Tensor, truth: torch.Tensor, coverage: torch.Tensor
     return ((dist * weight).sum(dim=1) / weight.sum(dim=1)).mean()
 
 
-def frame_change(frames: torch.Tensor, tracks: int, per_track: int, pool: int = 1, share: float = 1.0) -> torch.Tensor:
-    """Frames (tracks x per_track, C, H, W) drawn in pairs of neighbours -> each pair's change (tracks x per_track /
-    2,): its mean absolute change, or with ``pool`` > 1 or ``share`` < 1 the mean of the ``share`` largest changes
-    (max over channels) on the frames average-pooled ``pool`` x."""
-    if pool == 1 and share == 1.0:
-        pairs = frames.reshape(tracks * per_track // 2, 2, -1)
-        return (pairs[:, 1] - pairs[:, 0]).abs().mean(dim=1)
-    pooled = F.avg_pool2d(frames, pool) if pool > 1 else frames
-    pairs = pooled.reshape(tracks * per_track // 2, 2, *pooled.shape[1:])
-    change = (pairs[:, 1] - pairs[:, 0]).abs().amax(dim=1).flatten(1)  # (P, h * w)
-    return change.topk(max(1, round(change.shape[1] * share)), dim=1).values.mean(dim=1)
+def frame_change(frames: torch.Tensor, tracks: int, per_track: int) -> torch.Tensor:
+    """Frames (tracks x per_track, C, H, W) drawn in pairs of neighbours -> each pair's mean absolute change
+    (tracks x per_track / 2,)."""
+    pairs = frames.reshape(tracks * per_track // 2, 2, -1)
+    return (pairs[:, 1] - pairs[:, 0]).abs().mean(dim=1)
 
 
 def to_unit(sprites: torch.Tensor) -> torch.Tensor:
@@ -465,8 +448,8 @@ class SpriteAnimator(nn.Module):
         logs = {"picture": float(picture.detach()), "copy": float(copy), "feet": float(feet.detach()),
                 "feet_still": float(offset_true.abs().mean() / cfg.offset_scale)}
         if cfg.change_weight:
-            change = frame_change(drawn, b, k, cfg.change_pool, cfg.change_share)
-            true_change = frame_change(target, b, k, cfg.change_pool, cfg.change_share)
+            change = frame_change(drawn, b, k)
+            true_change = frame_change(target, b, k)
             scale = true_change.sum().clamp(min=cfg.change_floor * len(true_change))
             change_error = (change - true_change).abs().sum() / scale
             loss = loss + cfg.change_weight * change_error
