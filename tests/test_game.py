@@ -12,7 +12,7 @@ import torch
 from animegamer.core import devices
 from animegamer.core.devices import DeviceError, resolve_device
 from animegamer.engine.model import load_engine, save_engine
-from animegamer.game.session import Game, GameInputError, check_instruction
+from animegamer.game.session import Game, GameInputError, check_instruction, kept_scene
 from animegamer.game.store import _SCHEMA, DB_NAME, SCHEMA_VERSION, SessionStore, StoreError, frames_of, s_a_to_blob
 from animegamer.world.instructions import known_places
 
@@ -239,3 +239,17 @@ def test_a_store_of_version_1_is_upgraded_and_its_games_read(tmp_path):
     (turn,) = store.load_turns("g1")
     assert turn.instruction == "Qiqi waves" and turn.layers is None
     assert SessionStore(root, clean=False).schema_version() == 2  # opened again: nothing more to do
+
+
+def test_the_place_and_time_a_turn_names_are_drawn_and_what_it_leaves_out_stays():
+    """kept_scene: what the instruction names in the world's words wins over the engine's reading (which, after a
+    broom flight, kept the sky for a turn that named the beach); what it does not name stays as shown; the engine's
+    reading fills a first turn's gaps."""
+    sky = ("sky", "day")
+    assert kept_scene(sky, sky, ("beach", None)) == ("beach", "day")  # the engine kept the sky: the beach is drawn
+    assert kept_scene(("forest", "night"), sky, (None, None)) == sky  # nothing named: the scene stays
+    assert kept_scene(("forest", "night"), sky, (None, "night")) == ("sky", "night")
+    assert kept_scene(("forest", "night"), None, ("town", None)) == ("town", "night")  # a first turn
+    assert kept_scene(None, None, ("town", None)) is None  # nothing to fill the time from: the stage's default
+    assert kept_scene(None, None, ("town", "dusk")) == ("town", "dusk")
+    assert kept_scene(None, sky, ("beach", None)) == ("beach", "day")

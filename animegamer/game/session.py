@@ -190,13 +190,17 @@ def check_states(states: dict[str, Any]) -> dict[str, int]:
 
 def kept_scene(read: tuple[str, str] | None, shown: tuple[str, str] | None,
                said: tuple[str | None, str | None]) -> tuple[str, str] | None:
-    """The (place, time) a turn is drawn in. The world's rule, which its instructions keep: a turn that names no
-    place stays where the last shot was, one that names no time keeps its time (``said``: what the instruction
-    names, ``world.instructions.place_said`` / ``time_said``). What it names is ``read`` (the anchors' reading of
-    the engine's prediction), as is everything on a game's first turn (nothing ``shown``)."""
-    if shown is None or read is None:
-        return read or shown
-    return (read[0] if said[0] else shown[0], read[1] if said[1] else shown[1])
+    """The (place, time) a turn is drawn in. What the instruction names in the world's words is drawn (``said``:
+    ``world.instructions.place_said`` / ``time_said``, which read every wording the world's instructions use); the
+    world's rule, which its instructions keep, for the rest: a turn that names no place stays where the last shot
+    was, one that names no time keeps its time. ``read`` (the anchors' reading of the engine's prediction) fills
+    what a game's first turn does not name (nothing ``shown``). The engine's reading used to decide what was named
+    too, and after a broom flight it kept the sky for a turn that named the beach (7 of the 34 turns of held-out
+    world 9300 that named a new place went on in the old one; docs/layers.md, "The place the player names")."""
+    base = shown or read
+    if base is None:
+        return (said[0], said[1]) if said[0] and said[1] else None
+    return (said[0] or base[0], said[1] or base[1])
 
 
 class GameSession:
@@ -453,15 +457,14 @@ class Game:
         """A turn drawn in layers (decoder/layered.py): the named characters act (at least one), drawn by the sprite
         animator.
         The scene goes on from ``previous`` (the last turn's, as saved) while its place and time stay (``kept_scene``:
-        what the instruction does not name, ``said``, stays; what it names is read from the engine's prediction by the
-        anchors) and everyone named is in it; otherwise it starts again from the stage: that place's picture
-        with the named characters' cut-outs. ``verb``: the turn's verb where known; two named do a verb of two (a
-        hug) as its subject and partner, any other each alone (``layered.acts_as_pair``); who did another verb last
-        turn starts this one afresh from their cut-out in a new shot, framed as the world frames one
-        (``layered.afresh``, ``layered.framed``); who goes on with the same verb goes on from the frame shown.
-        Returns the frames,
-        the scene after the turn, the s_a it was drawn from (the engine's, its visual part the first frame's, as a
-        true shot's s_a is made) and whether the scene started from the stage."""
+        what the instruction names, ``said``, is drawn, what it does not name stays) and everyone named is in it;
+        otherwise it starts again from the stage: that place's picture with the named characters' cut-outs.
+        ``verb``: the turn's verb where known; two named do a verb of two (a hug) as its subject and partner, any
+        other each alone (``layered.acts_as_pair``); who did another verb last turn starts this one afresh from their
+        cut-out in a new shot, framed as the world frames one (``layered.afresh``, ``layered.framed``); who goes on
+        with the same verb goes on from the frame shown. Returns the frames, the scene after the turn, the s_a it was
+        drawn from (the engine's, its visual part the first frame's, as a true shot's s_a is made) and whether the
+        scene started from the stage."""
         stage = self.decoder.stage
         scene = None
         if previous is not None:
