@@ -27,17 +27,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from animegamer.decoder.layers import layered_shot
 from animegamer.decoder.sprite_animator import FrameCue, SpriteAnimator, body_affines, to_unit
 from animegamer.game.session import DEFAULT_WEIGHTS
-from animegamer.world.flow import flow_magnitude
 
 sys.path.insert(0, str(Path(__file__).parent))
 from drawn_change import single_shots  # noqa: E402  (sibling scripts: the same drawings, stage and shots)
 from level_in_layers import setup, staged  # noqa: E402
-from measure_on_place import FLOOR, on_grey  # noqa: E402
+from measure_on_place import FLOOR, RANK, on_grey, on_place  # noqa: E402
 
-RANK = 96 * 144 // 100  # the canvas's 138th fastest pixel: as many as a frame's 1 %
 EDGE = 0.1  # half the colour step across a pixel's neighbours (of 1) that counts as an edge
 
 
@@ -108,16 +105,14 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     stage, animator, parts, _, world, idx = setup(args.world, args.n, Path(DEFAULT_WEIGHTS), args.sprites)
-    by_verb: dict[str, list[tuple[float, float, float]]] = collections.defaultdict(list)
+    by_verb: dict[str, list[tuple[float, ...]]] = collections.defaultdict(list)
     for row, track, drawn, _ in single_shots(stage, animator, parts, world, idx):
         true = track.rgba.astype(np.float32) / 255
         _, s_a, references = staged(stage, parts, row, [track.name])
         ref = to_unit(torch.from_numpy(np.ascontiguousarray(references[track.name])))[None]
         meant, paint, both, split = meant_motion(animator, ref, s_a, int(row["motion_level"]), true, drawn)
         truth = max(on_grey(true), FLOOR)
-        view = stage.places[(row["place"], row["time"])]
-        feet = np.tile([view.background.shape[1] / 2, view.ground * view.background.shape[0]], (len(true), 1))
-        place = [max(flow_magnitude(layered_shot(view, [x], [feet], None)), FLOOR) for x in (true, drawn)]
+        place = [max(on_place(stage, row, x), FLOOR) for x in (true, drawn)]
         pooled = [max(pooled_change(x), 1e-3) for x in (true, drawn)]
         mean = [max(float(np.abs(np.diff(x, axis=0)).mean()), 1e-4) for x in (true, drawn)]
         by_verb[row["motion"]].append((np.log(truth / max(meant, FLOOR)), np.log(truth / max(on_grey(drawn), FLOOR)),

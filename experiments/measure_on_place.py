@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from animegamer.decoder.layers import layered_shot
+from animegamer.decoder.stage import Stage
 from animegamer.game.session import DEFAULT_WEIGHTS
 from animegamer.world.flow import DIS_PRESET, flow_magnitude
 
@@ -31,6 +32,15 @@ from drawn_change import single_shots  # noqa: E402  (sibling scripts: the same 
 from level_in_layers import setup  # noqa: E402
 
 FLOOR = 0.05  # px a frame: both readings floored, so a still pair is not 0 / 0
+RANK = 96 * 144 // 100  # a pair's reading on the canvas: its 138th fastest pixel, as many as a frame's 1 %
+
+
+def on_place(stage: Stage, row: dict, frames: np.ndarray) -> float:
+    """(T, 80, 80, 4) premultiplied in [0, 1] pasted on the shot's place as play shows a character (its feet
+    mid-frame on the ground line) -> the level's measure of it (``world/flow.flow_magnitude``)."""
+    view = stage.places[(row["place"], row["time"])]
+    feet = np.tile([view.background.shape[1] / 2, view.ground * view.background.shape[0]], (len(frames), 1))
+    return flow_magnitude(layered_shot(view, [frames], [feet], None))
 
 
 def on_grey(frames: np.ndarray) -> float:
@@ -41,7 +51,7 @@ def on_grey(frames: np.ndarray) -> float:
     for a, b in zip(grey[:-1], grey[1:]):
         flow = dis.calc(a, b, None)
         flow = flow - np.median(flow, axis=1, keepdims=True)
-        out.append(np.sort(np.sqrt((flow ** 2).sum(-1)).ravel())[-96 * 144 // 100])
+        out.append(np.sort(np.sqrt((flow ** 2).sum(-1)).ravel())[-RANK])
     return float(np.mean(out))
 
 
@@ -56,9 +66,7 @@ def main() -> None:
     by_verb: dict[str, list[tuple[float, float]]] = collections.defaultdict(list)
     for row, track, drawn, _ in single_shots(stage, animator, parts, world, idx):
         true = track.rgba.astype(np.float32) / 255
-        view = stage.places[(row["place"], row["time"])]
-        feet = np.tile([view.background.shape[1] / 2, view.ground * view.background.shape[0]], (len(true), 1))
-        place = [flow_magnitude(layered_shot(view, [x], [feet], None)) for x in (true, drawn)]
+        place = [on_place(stage, row, x) for x in (true, drawn)]
         grey = [on_grey(x) for x in (true, drawn)]
         by_verb[row["motion"]].append(tuple(float(np.log(max(t, FLOOR) / max(d, FLOOR))) for t, d in (place, grey)))
     for verb, recs in sorted(by_verb.items()):
