@@ -43,10 +43,14 @@ def on_place(stage: Stage, row: dict, frames: np.ndarray) -> float:
     return flow_magnitude(layered_shot(view, [frames], [feet], None))
 
 
+def over_grey(frames: np.ndarray) -> np.ndarray:
+    """(T, H, W, 4) premultiplied in [0, 1] -> uint8 (T, H, W, 3), the canvas over a mid-grey ground."""
+    return np.clip((frames[..., :3] + (1 - frames[..., 3:]) * 0.5) * 255, 0, 255).round().astype(np.uint8)
+
+
 def on_grey(frames: np.ndarray) -> float:
     """(T, 80, 80, 4) premultiplied in [0, 1] over grey -> the mean over pairs of the 138th fastest pixel."""
-    rgb = np.clip((frames[..., :3] + (1 - frames[..., 3:]) * 0.5) * 255, 0, 255).round().astype(np.uint8)
-    grey = [cv2.cvtColor(f, cv2.COLOR_RGB2GRAY) for f in rgb]  # at the canvas's own scale: frame pixels
+    grey = [cv2.cvtColor(f, cv2.COLOR_RGB2GRAY) for f in over_grey(frames)]  # at the canvas's own scale: frame pixels
     dis, out = cv2.DISOpticalFlow_create(DIS_PRESET), []
     for a, b in zip(grey[:-1], grey[1:]):
         flow = dis.calc(a, b, None)

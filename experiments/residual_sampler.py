@@ -30,23 +30,24 @@ import math
 import sys
 from pathlib import Path
 
-import cv2
 import numpy as np
 import torch
 import torch.nn.functional as F
 from diffusers import UNet2DModel
 from tqdm.auto import tqdm
 
+from animegamer.evaluation import picture
 from animegamer.game.session import DEFAULT_WEIGHTS
 from animegamer.world.flow import MotionQuantizer
 
 sys.path.insert(0, str(Path(__file__).parent))
 from drawn_change import single_shots  # noqa: E402  (sibling scripts: the same drawings, stage and shots)
 from level_in_layers import setup  # noqa: E402
-from measure_on_place import on_place  # noqa: E402
+from measure_on_place import on_place, over_grey  # noqa: E402
 
 FRAMES, CH = 17, 4
-TRAVELS = {"fly_broom", "run", "jump", "walk", "fall"}  # verbs that cross the stage; the canvas holds only the body
+TRAVELS = {"fly_broom", "run", "jump", "walk", "fall"}  # verbs whose track moves the body over the stage (a jump's
+#   height too: motions._jump's offset, not its pose); the canvas holds only the pose
 S2D = 2  # space-to-depth: 80 x 80 -> 40 x 40 (a step of 8 shots 1.3 s on one core; at 80 x 80 twice that)
 
 
@@ -197,9 +198,8 @@ def denoise(cache_path: str, run: str, every: int) -> None:
 
 
 def sharpness(frames: np.ndarray) -> float:
-    """(T, H, W, 4) in [0, 1] over grey -> the mean Laplacian variance."""
-    rgb = np.clip((frames[..., :3] + (1 - frames[..., 3:]) * 0.5) * 255, 0, 255).astype(np.uint8)
-    return float(np.mean([cv2.Laplacian(cv2.cvtColor(f, cv2.COLOR_RGB2GRAY), cv2.CV_64F).var() for f in rgb]))
+    """(T, H, W, 4) in [0, 1] -> the mean Laplacian variance of the canvas over grey (the evaluator's sharpness)."""
+    return picture.sharpness(over_grey(frames))
 
 
 def measure(cache_path: str, run: str, world: str, steps: int, seeds: int, out: str | None) -> None:
