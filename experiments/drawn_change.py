@@ -56,18 +56,26 @@ def draw_from_standing(animator: SpriteAnimator, ref: torch.Tensor, s_a: torch.T
     return drawn.permute(0, 2, 3, 1).numpy(), None if affines is None else affines[0]
 
 
-def single_shots(stage: Stage, animator: SpriteAnimator, parts: ActionParts, world: WorldDataset, idx: np.ndarray,
-                 ) -> Iterator[tuple[dict, SpriteTrack, np.ndarray, torch.Tensor | None]]:
-    """The single-character shots among ``idx``: (row, its true track from phase 0, the animator's drawing of it
-    from standing at the shot's true s_a and the world's level (T, H, W, 4), the body head's affines)."""
+def staged_single(stage: Stage, parts: ActionParts, world: WorldDataset, idx: np.ndarray,
+                  ) -> Iterator[tuple[dict, SpriteTrack, dict, torch.Tensor, np.ndarray]]:
+    """The single-character shots among ``idx`` as play starts them: (row, its true track from phase 0, the staged
+    scene, the shot's true s_a, the character's standing cut-out (H, W, 4) uint8)."""
     lengths = session_lengths(world.rows)
     for i in tqdm(idx, desc="shots"):
         row = world.rows[i]
         if len(row["characters"]) != 1:
             continue
         track = row_tracks(row, lengths[(int(row["seed"]), int(row["session"]))], 17, phase=0.0)[0]
-        _, s_a, references = staged(stage, parts, row, [track.name])
-        ref = to_unit(torch.from_numpy(np.ascontiguousarray(references[track.name])))[None]
+        scene, s_a, references = staged(stage, parts, row, [track.name])
+        yield row, track, scene, s_a, references[track.name]
+
+
+def single_shots(stage: Stage, animator: SpriteAnimator, parts: ActionParts, world: WorldDataset, idx: np.ndarray,
+                 ) -> Iterator[tuple[dict, SpriteTrack, np.ndarray, torch.Tensor | None]]:
+    """The single-character shots among ``idx``: (row, its true track from phase 0, the animator's drawing of it
+    from standing at the shot's true s_a and the world's level (T, H, W, 4), the body head's affines)."""
+    for row, track, _, s_a, cutout in staged_single(stage, parts, world, idx):
+        ref = to_unit(torch.from_numpy(np.ascontiguousarray(cutout)))[None]
         yield (row, track, *draw_from_standing(animator, ref, s_a, int(row["motion_level"])))
 
 
