@@ -11,7 +11,8 @@
 #   .whl/) and the carries (residual_sampler.py carry): N shots spread over the training world (default all: world
 #   6000's 1624 single-character shots, 29 MB; what travels must stay under 64 MiB, and light checks it), and the 155
 #   held-out single-character shots of world 9100 (--n 200, the order of residual_sampler.py cache's res_9100.npz).
-#   The worlds: `bin/animegamer data --sessions 400 --seed 6000 --out runs/data/e6000` (and --seed 9100).
+#   The worlds: `bin/animegamer world render --sessions 400 --turns 5 --seed 6000 --out runs/data/e6000` and
+#   `... --sessions 60 --turns 5 --seed 9100 --out runs/data/w9100`.
 # light: the repository's weights (88 MB) and docs/ are taken out of the index and ignored, so they do not travel;
 #   back: puts them back (git reset; the two lines leave .git/info/exclude).
 # run SECONDS (on the GPU machine): redraws the carries with the shipped animator, trains for SECONDS, then the
