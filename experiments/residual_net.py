@@ -75,19 +75,9 @@ def build(spec: NetSpec) -> torch.nn.Module:
     raise ValueError(f"net kind {spec.kind!r}: unet2d or st")
 
 
-def stacked_in(x: torch.Tensor) -> torch.Tensor:
-    """(B, T, H, W, 4) -> (B, T*4*S2D^2, H/S2D, W/S2D): the frames as channels (unet2d)."""
-    b = x.shape[0]
-    return F.pixel_unshuffle(x.permute(0, 1, 4, 2, 3).reshape(b, FRAMES * CH, SIZE, SIZE), S2D)
-
-
-def stacked_out(y: torch.Tensor) -> torch.Tensor:
-    b = y.shape[0]
-    return F.pixel_shuffle(y, S2D).reshape(b, FRAMES, CH, SIZE, SIZE).permute(0, 1, 3, 4, 2)
-
-
 def frames_in(x: torch.Tensor) -> torch.Tensor:
-    """(B, T, H, W, C) -> (B, T, C*S2D^2, H/S2D, W/S2D): the frames as a batch (st)."""
+    """(B, T, H, W, C) -> (B, T, C*S2D^2, H/S2D, W/S2D): the frames as a batch (st); flattened over T and its
+    channels, the frames stacked as channels (unet2d)."""
     b, t, h, w, c = x.shape
     y = F.pixel_unshuffle(x.permute(0, 1, 4, 2, 3).reshape(b * t, c, h, w), S2D)
     return y.reshape(b, t, *y.shape[1:])
@@ -113,8 +103,8 @@ class Denoiser(torch.nn.Module):
         c_out = s * sd / torch.sqrt(s ** 2 + sd ** 2)
         c_noise = torch.log(sigma) / 4
         if self.spec.kind == "unet2d":
-            x = torch.cat([stacked_in(noisy * c_in), stacked_in(drawn * 2 - 1)], dim=1)
-            out = stacked_out(self.net(x, c_noise, class_labels=level).sample.float())
+            x = torch.cat([frames_in(noisy * c_in).flatten(1, 2), frames_in(drawn * 2 - 1).flatten(1, 2)], dim=1)
+            out = frames_out(self.net(x, c_noise, class_labels=level).sample.float().unflatten(1, (FRAMES, -1)))
         else:
             x = torch.cat([frames_in(noisy * c_in), frames_in(drawn * 2 - 1)], dim=2)
             ids = torch.stack([level.float() * LEVEL_ID, torch.zeros_like(sigma), torch.zeros_like(sigma)], dim=-1)

@@ -10,10 +10,11 @@ and sampling are experiments/residual_net.py):
     .venv/bin/python experiments/residual_sampler.py carry --world runs/data/e6000 --out .gpu/res_train.npz.xz
 
 ``cache``: the single-character shots of a world, each drawn by the shipped animator from standing (the shot's true
-s_a and the world's level, as ``drawn_change.py``: frames 0-16 in one pass, as a scene starts in play), beside the
+s_a and the world's level, as ``drawn_change.py``: frames 0-16 in one pass, as a scene starts in play; through
+``residual_net.redraw``, as a device call redraws a carry), beside the
 true track from phase 0; uint8 canvases (80 x 80, premultiplied RGBA), s_a (fp16).
 ``carry``: the same shots without the drawing, lzma-compressed, s_a kept as its motion text and f_v (E_a's input from
-the staged first frame): about 25 KB a shot, for a device call (scripts/gpu_residual_sampler.sh) that redraws them.
+the staged first frame): about 18 KB a shot, for a device call (scripts/gpu_residual_sampler.sh) that redraws them.
 ``measure``: on held-out shots, each drawn (the regressor), sampled (``residual_net.py sample``) and true, read by the
 level's measure pasted on the shot's place as play shows it (``measure_on_place.on_place``): the level read = the
 world's, per verb log(true / drawn); the sample's noise (sharpness, Laplacian variance, over the truth's; L1 to the
@@ -34,16 +35,15 @@ from tqdm.auto import tqdm
 
 from animegamer.decoder.layered import scene_frame
 from animegamer.decoder.pipeline import frames_from_uint8
-from animegamer.decoder.sprite_animator import to_unit
 from animegamer.evaluation import picture
 from animegamer.game.session import DEFAULT_WEIGHTS
 from animegamer.world.flow import MotionQuantizer
 
 sys.path.insert(0, str(Path(__file__).parent))
-from drawn_change import draw_from_standing, staged_single  # noqa: E402  (sibling scripts: the same shots and stage)
+from drawn_change import staged_single  # noqa: E402  (sibling scripts: the same shots and stage)
 from level_in_layers import setup  # noqa: E402
 from measure_on_place import on_place, over_grey  # noqa: E402
-from residual_net import read_npz, read_samples, write_npz  # noqa: E402
+from residual_net import read_npz, read_samples, redraw, write_npz  # noqa: E402
 
 TRAVELS = {"fly_broom", "run", "jump", "walk", "fall"}  # verbs whose track moves the body over the stage (a jump's
 #   height too: motions._jump's offset, not its pose); the canvas holds only the pose
@@ -64,9 +64,6 @@ def cache(world: str, n: int, out: str, carry: bool) -> None:
         who = cutouts.setdefault(track.name, (len(cutouts), cutout))
         assert np.array_equal(who[1], cutout), f"{track.name}: its standing cut-out differs between shots"
         if not carry:
-            ref = to_unit(torch.from_numpy(np.ascontiguousarray(cutout)))[None]
-            drawn = draw_from_standing(animator, ref, s_a, int(row["motion_level"]))[0]
-            cols["drawn"].append(np.round(np.clip(drawn, 0, 1) * 255).astype(np.uint8))
             cols["s_a"].append(s_a.half().cpu().numpy())
         cols["truth"].append(track.rgba)
         cols["level"].append(int(row["motion_level"]))
@@ -78,6 +75,9 @@ def cache(world: str, n: int, out: str, carry: bool) -> None:
     arrays = {k: np.stack(v) if k in ("drawn", "truth", "s_a", "f_v") else np.array(v) for k, v in cols.items()}
     arrays["texts"] = np.array(list(texts))
     arrays["cutouts"] = np.stack([c for _, c in sorted(cutouts.values(), key=lambda v: v[0])])
+    if not carry:  # the drawing as a device call redraws a carry: one path, the same pictures
+        arrays["drawn"] = redraw(animator, arrays["cutouts"][arrays["who"]], torch.from_numpy(arrays["s_a"]),
+                                 arrays["level"])
     write_npz(out, arrays)
     print(f"{len(arrays['truth'])} shots -> {out} ({Path(out).stat().st_size / 1e6:.1f} MB)")
 
