@@ -72,7 +72,7 @@ def cache(world: str, n: int, out: str, carry: bool) -> None:
         cols["text"].append(texts.setdefault(row["motion_text"], len(texts)))
         cols["who"].append(who[0])
         cols["f_v"].append(f_v[0].half().cpu().numpy())
-    arrays = {k: np.stack(v) if k in ("drawn", "truth", "s_a", "f_v") else np.array(v) for k, v in cols.items()}
+    arrays = {k: np.stack(v) if k in ("truth", "s_a", "f_v") else np.array(v) for k, v in cols.items()}
     arrays["texts"] = np.array(list(texts))
     arrays["cutouts"] = np.stack([c for _, c in sorted(cutouts.values(), key=lambda v: v[0])])
     if not carry:  # the drawing as a device call redraws a carry: one path, the same pictures
